@@ -1,0 +1,1 @@
+"""Agent harnesses: Executor → Reflector → Updater, hosted as Ray actors."""

@@ -1,0 +1,195 @@
+"""The agent harness: Executor → Reflector → Updater around one agent, hosted as a Ray actor.
+
+``run`` instruments the executor at entry and exit, validates what it reports, builds a
+:class:`~rrsi.schema.StepRecord` and hands it to the :class:`RecordShipper`, which ships
+batches to the hub off the critical path. Parameters live in a versioned
+:class:`ParamStore`; the hub installs new versions and rollbacks. In ``independent`` mode
+the harness also reflects on its own failures and updates itself, as the seed did.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+import ray
+
+from rrsi.config import HarnessConfig, HubConfig
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.errors import RRSIError, SchemaError
+from rrsi.schema import AgentSpec, StepRecord, Summary, validate
+
+from rrsi.agents.executor import ExecutionResult, Task, as_executor
+from rrsi.agents.params import ParamStore
+from rrsi.agents.reflector import reflect_on_agent
+from rrsi.agents.shipping import RecordShipper
+from rrsi.agents.updater import changed, l2_update
+
+__all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name"]
+
+log = logging.getLogger(__name__)
+
+
+def harness_name(agent: str) -> str:
+    """The Ray actor name of an agent's harness."""
+    return f"harness:{agent}"
+
+
+class StepOutcome(dict):
+    """What ``run`` returns to the pipeline: output, error code, step id, and simulator truth."""
+
+
+class AgentHarness:
+    """One agent's harness. Use :data:`HarnessActor` to host it as a Ray actor.
+
+    Args:
+        spec: the agent's declared name, dependencies, params and domain terms.
+        executor: ``(task, params) -> ExecutionResult`` or any ``(task, params) -> value``.
+        registry: error codes the executor may report; others are refused.
+        hub: the hub actor handle records are shipped to (``None``: records are not shipped).
+        params: ``(version, values)`` to start from, e.g. the last promoted version.
+    """
+
+    def __init__(
+        self,
+        spec: AgentSpec | dict,
+        executor: Any,
+        registry: ErrorCodeRegistry | list[dict],
+        hub: Any = None,
+        params: tuple[int, dict[str, float]] | None = None,
+        config: HarnessConfig | None = None,
+    ) -> None:
+        self.spec = validate(AgentSpec, spec, where="spec")
+        self.executor = as_executor(executor)
+        self.registry = registry if isinstance(registry, ErrorCodeRegistry) else ErrorCodeRegistry.from_list(registry)
+        self.registry.register_agent(self.spec)
+        if params is None and hub is not None:
+            params = ray.get(hub.current_params.remote(self.spec.name))  # a restarted harness resumes here
+        self.params = ParamStore(self.spec, *(params or (0, None)))
+        self.hub = hub
+        self.failures: list[StepRecord] = []
+        self.shipper = RecordShipper(self._send, config) if hub is not None else None
+        self._step = 0
+
+    def _send(self, batch: list[str]) -> int:
+        return ray.get(self.hub.ingest_json.remote(batch))
+
+    def _check_result(self, result: ExecutionResult) -> None:
+        if not isinstance(result, ExecutionResult):
+            raise SchemaError(f"executor of {self.spec.name!r} returned {type(result).__name__}, expected ExecutionResult")
+        if result.error_code is not None:
+            self.registry.get(result.error_code)
+        if not result.scratchpad.strip():
+            raise SchemaError(f"scratchpad: executor of {self.spec.name!r} returned a blank scratchpad")
+
+    def run(self, task: Task | dict) -> StepOutcome:
+        """Execute one task with the current params, record it, and return its outcome."""
+        task = validate(Task, task, where="task")
+        version, values = self.params.version, self.params.values
+        self._step += 1
+        step_id = task.step_id or f"{self.spec.name}-{self._step}"
+        start = time.time()
+        t0 = time.perf_counter()
+        result = self.executor(task, values)
+        elapsed = time.perf_counter() - t0
+        self._check_result(result)
+        record = StepRecord.model_construct(
+            trace_id=task.trace_id,
+            step_id=step_id,
+            agent=self.spec.name,
+            task_id=task.task_id,
+            parents=list(task.parents),
+            input=Summary.of(task.payload if task.payload is not None else task.inputs),
+            output=Summary.of(result.output),
+            tool_calls=result.tool_calls,
+            tools=list(result.tools),
+            intermediate_steps=list(result.intermediate_steps),
+            scratchpad=result.scratchpad,
+            execution_time=elapsed,
+            error_code=result.error_code,
+            params_version=version,
+            timestamp=start,
+        )
+        self._ship(record)
+        return StepOutcome(step_id=step_id, output=result.output, error_code=result.error_code, truth=result.truth)
+
+    def _ship(self, record: StepRecord) -> None:
+        if self.shipper is not None:
+            self.shipper.put(record.model_dump_json())
+        if record.failed:
+            self.failures.append(record)
+
+    def run_batch(self, tasks: list[Task | dict]) -> list[StepOutcome]:
+        """``run`` for each task, in order."""
+        return [self.run(t) for t in tasks]
+
+    def get_params(self) -> tuple[int, dict[str, float]]:
+        return self.params.version, self.params.values
+
+    def set_params(self, version: int, values: dict[str, float]) -> int:
+        """Install ``values`` as ``version`` (validated; nothing changes on error)."""
+        self.params.install(version, values)
+        return self.params.version
+
+    def rollback(self, version: int) -> int:
+        self.params.rollback(version)
+        return self.params.version
+
+    def drift(self) -> float:
+        return self.params.drift()
+
+    def flush(self, timeout: float = 60.0) -> int:
+        """Block until every record produced so far is stored by the hub; return how many were."""
+        return self.shipper.flush(timeout) if self.shipper is not None else 0
+
+    def reflect_and_update(self, config: HubConfig | None = None) -> dict | None:
+        """The seed's own loop: reflect on this agent's failures since its last update, update itself."""
+        config = config or HubConfig()
+        reflection = reflect_on_agent(self.spec, self.failures[-config.max_evidence :], self.registry, config)
+        if reflection is None:
+            return None
+        self.failures = []
+        new = l2_update(self.spec, self.params.values, reflection, config.lam, config.default_step)
+        if not changed(self.spec, self.params.values, new):
+            return None
+        version = self.params.next_version()
+        self.params.install(version, new)
+        if self.hub is not None:
+            ray.get(self.hub.record_params.remote(self.spec.name, version, new, "promoted"))
+        return {"version": version, "params": new, "reflection": reflection.model_dump()}
+
+    def discard_failures(self) -> int:
+        n, self.failures = len(self.failures), []
+        return n
+
+    def overhead_benchmark(self, n: int, task: dict) -> dict[str, list[float]]:
+        """Per-task seconds of the bare executor and of ``run`` on the same task, in this process."""
+        task = validate(Task, task)
+        values = self.params.values
+        bare, wrapped = [], []
+        for i in range(n):
+            t = task.model_copy(update={"task_id": f"{task.task_id}-{i}", "trace_id": f"{task.trace_id}-{i}"})
+            t0 = time.perf_counter()
+            self.executor(t, values)
+            bare.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            self.run(t)
+            wrapped.append(time.perf_counter() - t0)
+        self.failures.clear()
+        return {"bare": bare, "harness": wrapped}
+
+    def close(self) -> int:
+        """Flush and stop shipping; returns the number of records acknowledged."""
+        if self.shipper is None:
+            return 0
+        self.shipper.close()
+        return self.shipper.acknowledged
+
+    def __ray_shutdown__(self) -> None:
+        try:
+            self.close()
+        except RRSIError as exc:
+            log.error("harness %s: records may not have reached the hub at shutdown: %s", self.spec.name, exc)
+
+
+HarnessActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(AgentHarness)

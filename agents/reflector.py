@@ -1,0 +1,79 @@
+"""The rule Reflector for one agent, built from the error-code registry.
+
+For every declared param with an error code, the failing records carrying that code vote
+for a direction through the symptom phrases of their scratchpads ("too low" → increase).
+The param gets an action only when the votes are lopsided enough to beat chance: a
+one-sided sign test, P(X ≥ k | n, ½) < α with n ≥ ``min_evidence``. Noise failures point
+both ways and cancel out, so an agent at its optimum is left alone. Confidence is the
+posterior mean of the agreeing share, (k + 1) / (n + 2).
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable
+
+from rrsi.config import HubConfig
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.schema import Action, AgentSpec, Reflection, ReflectionContext, StepRecord, validate
+
+__all__ = ["sign_test", "reflect_on_agent", "reflection_context"]
+
+
+def sign_test(k: int, n: int) -> float:
+    """One-sided P(X ≥ k) for X ~ Binomial(n, ½)."""
+    if n <= 0:
+        return 1.0
+    return sum(math.comb(n, i) for i in range(k, n + 1)) / 2.0**n
+
+
+def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) -> ReflectionContext:
+    """Declared params and domain terms (the agent's and its codes') of the given agents."""
+    params, terms = {}, {}
+    for s in specs:
+        params[s.name] = [p.name for p in s.params]
+        codes = [registry.get(p.error_code) for p in s.params if p.error_code and p.error_code in registry]
+        terms[s.name] = list(dict.fromkeys([*s.domain_terms, *(t for c in codes for t in c.domain_terms)]))
+    return ReflectionContext(params=params, domain_terms=terms)
+
+
+def _votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
+    by_code = {p.error_code: p.name for p in spec.params if p.error_code}
+    votes: dict[str, Counter] = {}
+    for r in records:
+        param = by_code.get(r.error_code)
+        if param is None:
+            continue
+        direction = registry.get(r.error_code).direction(r.scratchpad)
+        if direction is not None:
+            votes.setdefault(param, Counter())[direction] += 1
+    return votes
+
+
+def reflect_on_agent(
+    spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
+) -> Reflection | None:
+    """A validated reflection for ``spec`` from its failing ``records``, or None without evidence."""
+    actions, evidence = [], []
+    for param, votes in sorted(_votes(spec, records, registry).items()):
+        (direction, k), n = max(votes.items(), key=lambda kv: kv[1]), sum(votes.values())
+        if n < config.min_evidence or sign_test(k, n) >= config.alpha:
+            continue
+        actions.append(Action(agent=spec.name, param=param, op=direction))
+        evidence.append((param, direction, k, n))
+    if not actions:
+        return None
+    param, direction, k, n = max(evidence, key=lambda e: e[2])
+    p = spec.param(param)
+    code = registry.get(p.error_code)
+    term = (spec.domain_terms or code.domain_terms or [p.name])[0]
+    side = "low" if direction == "increase" else "high"
+    data = {
+        "agent": spec.name,
+        "error_type": code.error_type,
+        "root_cause": f"{p.name} too {side} for the {term}: {k}/{n} {code.code} failures"[:128],
+        "correction": f"{direction.capitalize()} {p.name} to stop {code.code} failures on the {term}"[:256],
+        "confidence": (k + 1) / (n + 2),
+        "actions": [a.model_dump() for a in actions],
+    }
+    return validate(Reflection, data, context=reflection_context([spec], registry).model_dump())

@@ -1,0 +1,1 @@
+"""Dependency graphs, incident graphs and root-cause attribution."""

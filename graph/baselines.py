@@ -1,0 +1,85 @@
+"""Attribution baselines kept beside the GNN for comparison.
+
+- most-upstream: the failing steps none of whose ancestor steps failed are the roots;
+- first failing step: the earliest failing step by timestamp;
+- random: a uniformly drawn failing step.
+"""
+from __future__ import annotations
+
+import random
+
+from rrsi.errors import SchemaError
+from rrsi.schema import Attribution, StepRecord, Trace
+
+__all__ = ["root_steps", "most_upstream", "first_failing", "random_failing"]
+
+
+def root_steps(trace: Trace) -> list[StepRecord]:
+    """Failing steps with no failing ancestor in the trace's step DAG, in step order."""
+    by_id = {s.step_id: s for s in trace.steps}
+    tainted: dict[str, bool] = {}
+
+    def failed_above(step_id: str) -> bool:
+        if step_id not in tainted:
+            tainted[step_id] = False  # guards against malformed cyclic parents
+            tainted[step_id] = any(by_id[p].failed or failed_above(p) for p in by_id[step_id].parents)
+        return tainted[step_id]
+
+    return [s for s in trace.steps if s.failed and not failed_above(s.step_id)]
+
+
+def _attribution(trace: Trace, blamed: list[StepRecord], model: str) -> Attribution:
+    if not blamed:
+        raise SchemaError(f"trace {trace.trace_id!r}: no failing step to attribute")
+    share = 1.0 / len(blamed)
+    agent_blame: dict[str, float] = {s.agent: 0.0 for s in trace.failing_steps()}
+    step_blame = {s.step_id: 0.0 for s in trace.failing_steps()}
+    for s in blamed:
+        agent_blame[s.agent] += share
+        step_blame[s.step_id] += share
+    return Attribution(
+        agent_blame=agent_blame, step_blame=step_blame, root_agent=blamed[0].agent, decisive_step=blamed[0].step_id, model=model
+    )
+
+
+def most_upstream(trace: Trace) -> Attribution:
+    """Blame shared equally by the root steps; the first of them decides."""
+    return _attribution(trace, root_steps(trace), "most_upstream")
+
+
+def first_failing(trace: Trace) -> Attribution:
+    failing = sorted(trace.failing_steps(), key=lambda s: s.timestamp)
+    return _attribution(trace, failing[:1], "first_failing")
+
+
+def random_failing(trace: Trace, seed: int = 0) -> Attribution:
+    failing = trace.failing_steps()
+    return _attribution(trace, [random.Random(f"{seed}:{trace.trace_id}").choice(failing)], "random")
+
+
+def combine(attributions: list[Attribution], model: str | None = None) -> Attribution:
+    """One incident-level attribution from per-trace ones: blame averaged over traces.
+
+    The root agent has the most blame (ties: the one blamed first); its decisive step is
+    the decisive step of the first trace that blamed it.
+    """
+    if not attributions:
+        raise SchemaError("attributions: need at least one trace attribution to combine")
+    n = len(attributions)
+    agent_blame: dict[str, float] = {}
+    step_blame: dict[str, float] = {}
+    for a in attributions:
+        for k, v in a.agent_blame.items():
+            agent_blame[k] = agent_blame.get(k, 0.0) + v / n
+        for k, v in a.step_blame.items():
+            step_blame[k] = step_blame.get(k, 0.0) + v / n
+    order = {a.root_agent: i for i, a in reversed(list(enumerate(attributions)))}
+    root = max(agent_blame, key=lambda k: (agent_blame[k], -order.get(k, n)))
+    decisive = next((a.decisive_step for a in attributions if a.root_agent == root), None)
+    return Attribution(
+        agent_blame=agent_blame,
+        step_blame=step_blame,
+        root_agent=root,
+        decisive_step=decisive,
+        model=model or attributions[0].model,
+    )

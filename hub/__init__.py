@@ -1,0 +1,1 @@
+"""The reflection hub: incidents, joint reflections, joint regularized updates."""

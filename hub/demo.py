@@ -1,0 +1,208 @@
+"""Run a scenario's simulated pipeline on Ray in one of three modes and score every round.
+
+- ``none``: agents run, records reach the hub, nothing is ever changed;
+- ``independent``: every harness reflects on its own failures and updates itself (the seed);
+- ``hub``: the hub groups failures into incidents, attributes them, reflects jointly and
+  updates the agents it holds responsible.
+
+Scoring uses the simulator's ground truth, which never reaches the hub: a trace's roots are
+its failing agents that did not fail by propagation; an agent is a root cause in a round
+when its own parameters (not noise, not propagation) caused at least one failure; an update
+to any other agent is spurious.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import ray
+from pydantic import BaseModel, Field
+
+from rrsi.agents.executor import Task
+from rrsi.agents.harness import HarnessActor, harness_name
+from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.config import HubConfig
+from rrsi.graph.dependency import DependencyGraph
+from rrsi.scenario import Scenario
+
+from rrsi.hub.hub import HUB_NAME, NAMESPACE, get_or_create_hub
+
+__all__ = ["MODES", "RoundResult", "ModeResult", "PipelineRun", "run_demo"]
+
+MODES = ("none", "independent", "hub")
+
+
+class RoundResult(BaseModel):
+    round: int
+    failure_rate: float
+    per_agent: dict[str, float]
+    updates: dict[str, int]
+    updated_agents: list[str]
+    spurious_updates: int
+    root_causes: list[str]
+    attribution_top1: float | None
+    attribution_model: str | None
+    drift: dict[str, float]
+
+
+class ModeResult(BaseModel):
+    mode: str
+    rounds: list[RoundResult] = Field(default_factory=list)
+    final: dict[str, Any] = Field(default_factory=dict)
+
+
+def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
+    first, last = mode.rounds[0], mode.rounds[-1]
+    tops = [r.attribution_top1 for r in mode.rounds if r.attribution_top1 is not None]
+    bystanders = {a: d for a, d in last.drift.items() if a not in planted}
+    return {
+        "failure_rate_first": first.failure_rate,
+        "failure_rate_last": last.failure_rate,
+        "reduction": 1.0 - last.failure_rate / first.failure_rate if first.failure_rate > 0 else 0.0,
+        "updates_applied": sum(r.updates["applied"] for r in mode.rounds),
+        "spurious_updates": sum(r.spurious_updates for r in mode.rounds),
+        "attribution_top1": sum(tops) / len(tops) if tops else None,
+        "attribution_model": last.attribution_model,
+        "drift": last.drift,
+        "max_drift_non_root": max(bystanders.values(), default=0.0),
+    }
+
+
+def _wait_released(names: list[str], timeout: float = 30.0) -> None:
+    """Wait until killed actors give their names back, so the next run can take them."""
+    deadline = time.monotonic() + timeout
+    for name in names:
+        while time.monotonic() < deadline:
+            try:
+                ray.get_actor(name, namespace=NAMESPACE)
+            except ValueError:
+                break
+            time.sleep(0.05)
+
+
+class PipelineRun:
+    """One mode of one scenario: a hub actor, one harness actor per agent, rounds of tasks."""
+
+    def __init__(self, scenario: Scenario, mode: str, store_path: str, seed: int = 0, config: HubConfig | None = None) -> None:
+        if mode not in MODES:
+            raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
+        self.scenario, self.mode, self.seed = scenario, mode, seed
+        self.config = config or HubConfig()
+        self.hub = get_or_create_hub(store_path, self.config)
+        for name in scenario.order():
+            ray.get(self.hub.register_agent.remote(scenario.agent(name).spec().model_dump()))
+        registry = ray.get(self.hub.registry_entries.remote())
+        self.harnesses = {
+            name: HarnessActor.options(name=harness_name(name), namespace=NAMESPACE).remote(
+                scenario.agent(name).spec().model_dump(), SimulatedExecutor(scenario, name, seed), registry, self.hub
+            )
+            for name in scenario.order()
+        }
+        depth = DependencyGraph(scenario.specs()).depth()
+        self.levels = [[a for a in scenario.order() if depth[a] == d] for d in range(max(depth.values()) + 1)]
+        self.result = ModeResult(mode=mode)
+
+    def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
+        """Run one round of tasks level by level; returns trace → agent → outcome."""
+        n = self.scenario.tasks_per_round
+        traces: dict[str, dict[str, dict]] = {f"{self.mode}-r{rnd}-t{i}": {} for i in range(n)}
+        for level in self.levels:
+            refs = {}
+            for agent in level:
+                deps = self.scenario.agent(agent).depends_on
+                tasks = [
+                    Task(
+                        task_id=trace_id.split("-", 1)[1],
+                        trace_id=trace_id,
+                        payload={"round": rnd},
+                        inputs={d: out[d]["output"] for d in deps},
+                        parents=[out[d]["step_id"] for d in deps],
+                        step_id=agent,
+                    ).model_dump()
+                    for trace_id, out in traces.items()
+                ]
+                refs[agent] = self.harnesses[agent].run_batch.remote(tasks)
+            for agent, ref in refs.items():
+                for (trace_id, out), outcome in zip(traces.items(), ray.get(ref)):
+                    out[agent] = outcome
+        return traces
+
+    def _adapt(self) -> tuple[list[str], dict[str, str]]:
+        """The mode's improvement step; returns updated agents and predicted root per trace."""
+        if self.mode == "hub":
+            report = ray.get(self.hub.analyze.remote())
+            updated = [u["agent"] for p in report["plans"] if p["state"] == "promoted" for u in p["updates"]]
+            return updated, report["trace_roots"]
+        if self.mode == "independent":
+            names = list(self.harnesses)
+            done = ray.get([self.harnesses[a].reflect_and_update.remote(self.config) for a in names])
+            return [a for a, d in zip(names, done) if d is not None], {}
+        ray.get([h.discard_failures.remote() for h in self.harnesses.values()])
+        return [], {}
+
+    def round(self, rnd: int) -> RoundResult:
+        traces = self._execute(rnd)
+        ray.get([h.flush.remote() for h in self.harnesses.values()])
+        updated, predicted = self._adapt()
+        n = len(traces)
+        failed = {t: [a for a, o in out.items() if o["error_code"]] for t, out in traces.items()}
+        causes = {a for out in traces.values() for a, o in out.items() if (o["truth"] or {}).get("cause") == "param"}
+        hits = [
+            predicted[t] in {a for a in agents if traces[t][a]["truth"]["cause"] != "propagated"}
+            for t, agents in failed.items()
+            if agents and t in predicted
+        ]
+        names = list(self.harnesses)
+        drifts = ray.get([self.harnesses[a].drift.remote() for a in names])
+        result = RoundResult(
+            round=rnd,
+            failure_rate=sum(1 for a in failed.values() if a) / n,
+            per_agent={a: sum(1 for f in failed.values() if a in f) / n for a in names},
+            updates={"applied": len(updated), "blocked": 0, "rolled_back": 0},
+            updated_agents=sorted(updated),
+            spurious_updates=sum(1 for a in updated if a not in causes),
+            root_causes=sorted(causes),
+            attribution_top1=sum(hits) / len(hits) if hits else None,
+            attribution_model=self.config.attribution if self.mode == "hub" else None,
+            drift=dict(zip(names, drifts)),
+        )
+        self.result.rounds.append(result)
+        return result
+
+    def finish(self) -> ModeResult:
+        """Flush and stop the actors; the result's ``final`` summarizes the run."""
+        ray.get([h.close.remote() for h in self.harnesses.values()])
+        for h in self.harnesses.values():
+            ray.kill(h, no_restart=True)
+        ray.kill(self.hub, no_restart=True)
+        _wait_released([HUB_NAME, *(harness_name(a) for a in self.harnesses)])
+        self.result.final = _summarize(self.result, self.scenario.roots())
+        return self.result
+
+
+def run_demo(
+    scenario: Scenario,
+    modes: list[str],
+    rounds: int,
+    seed: int,
+    workdir: Path,
+    config: HubConfig | None = None,
+    on_round: Callable[[str, RoundResult], None] | None = None,
+) -> dict[str, Any]:
+    """Run ``modes`` one after the other on a fresh hub store each; Ray must be initialized."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    out: dict[str, Any] = {"scenario": scenario.name, "seed": seed, "rounds": rounds, "modes": {}}
+    for mode in modes:
+        store = workdir / f"{scenario.name}-{mode}-seed{seed}.sqlite"
+        for leftover in workdir.glob(store.name + "*"):
+            leftover.unlink()
+        run = PipelineRun(scenario, mode, str(store), seed, config)
+        for rnd in range(1, rounds + 1):
+            result = run.round(rnd)
+            if on_round is not None:
+                on_round(mode, result)
+        out["modes"][mode] = run.finish().model_dump()
+    return out
+

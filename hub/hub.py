@@ -1,0 +1,217 @@
+"""The ReflectionHub: registry, ingest, incidents, attribution, joint reflection, update.
+
+Hosted as one named Ray actor (``rrsi-hub`` in namespace ``rrsi``). Everything it decides
+is persisted in its :class:`~rrsi.store.Store` before it takes effect, so a restarted hub
+or harness resumes from the store.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from typing import Any
+
+import ray
+
+from rrsi.agents.harness import harness_name
+from rrsi.config import HubConfig
+from rrsi.error_codes import ErrorCodeRegistry, default_registry
+from rrsi.errors import RRSIError, SchemaError, UnknownAgent
+from rrsi.graph.baselines import combine, most_upstream, root_steps
+from rrsi.graph.dependency import DependencyGraph
+from rrsi.schema import AgentSpec, StepRecord, Trace, UpdatePlan, validate
+from rrsi.store import Store
+
+from rrsi.hub.incidents import group_traces, make_incident
+from rrsi.hub.rule_reflector import RuleReflector
+from rrsi.hub.updater import plan_update
+
+__all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_hub"]
+
+HUB_NAME = "rrsi-hub"
+NAMESPACE = "rrsi"
+log = logging.getLogger(__name__)
+
+
+class ReflectionHub:
+    """The hub. Use :data:`HubActor` (or :func:`get_or_create_hub`) to host it on Ray.
+
+    Args:
+        store_path: SQLite file of the hub's store (``":memory:"`` for a throwaway hub).
+        config: the hub's knobs (:class:`~rrsi.config.HubConfig`).
+        namespace: Ray namespace where harness actors ``harness:<agent>`` live.
+    """
+
+    def __init__(self, store_path: str = ":memory:", config: HubConfig | dict | None = None, namespace: str = NAMESPACE) -> None:
+        self.config = validate(HubConfig, config or {}, where="config")
+        self.store = Store(store_path)
+        self.namespace = namespace
+        self.registry: ErrorCodeRegistry = default_registry()
+        self.specs: dict[str, AgentSpec] = {}
+        self.graph = DependencyGraph()
+        for spec in self.store.agents():
+            self._add(spec)
+        self.pending: set[str] = set()
+        self.evidence: dict[str, list[StepRecord]] = {}
+        self.reflector = RuleReflector(self.registry, self.config)
+
+    def _add(self, spec: AgentSpec) -> None:
+        self.registry.register_agent(spec)
+        self.specs[spec.name] = spec
+        self.graph.add_agent(spec)
+
+    def register_agent(self, spec: AgentSpec | dict) -> dict:
+        """Register (or re-register) an agent; its dependencies must be registered first."""
+        spec = validate(AgentSpec, spec, where="spec")
+        missing = [d for d in spec.depends_on if d not in self.specs]
+        if missing:
+            raise UnknownAgent(f"spec.depends_on: agent {spec.name!r} depends on unregistered agents {missing}; register them first")
+        probe = ErrorCodeRegistry(self.registry)
+        probe.register_agent(spec)  # refuses conflicting codes before anything changes
+        self.store.put_agent(spec)
+        self._add(spec)
+        return spec.model_dump()
+
+    def agents(self) -> list[dict]:
+        return [s.model_dump() for s in self.specs.values()]
+
+    def registry_entries(self) -> list[dict]:
+        return self.registry.to_list()
+
+    def _check_record(self, i: int, record: StepRecord) -> None:
+        if record.agent not in self.specs:
+            raise UnknownAgent(f"records[{i}].agent: {record.agent!r} is not registered; registered: {sorted(self.specs)}")
+        if record.error_code is not None and record.error_code not in self.registry:
+            self.registry.get(record.error_code)
+
+    def ingest(self, records: Iterable[StepRecord | dict]) -> int:
+        """Validate every record, then store them all; a bad record rejects the batch unchanged."""
+        checked = []
+        for i, r in enumerate(records):
+            record = validate(StepRecord, r, where=f"records[{i}]")
+            self._check_record(i, record)
+            checked.append(record)
+        return self._store(checked)
+
+    def ingest_json(self, batch: list[str]) -> int:
+        """``ingest`` for JSON-encoded records, as harnesses ship them."""
+        checked = []
+        for i, text in enumerate(batch):
+            try:
+                record = StepRecord.model_validate_json(text)
+            except ValueError as exc:
+                raise SchemaError(f"records[{i}]: not a valid StepRecord ({str(exc).splitlines()[0]})") from None
+            self._check_record(i, record)
+            checked.append(record)
+        return self._store(checked)
+
+    def _store(self, records: list[StepRecord]) -> int:
+        new = self.store.add_records(records)
+        self.pending.update(r.trace_id for r in records if r.failed)
+        return new
+
+    def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id: str | None = None) -> None:
+        """Persist a parameter version an agent installed on its own (the seed's loop)."""
+        if agent not in self.specs:
+            raise UnknownAgent(f"agent: {agent!r} is not registered")
+        self.store.put_params(agent, version, values, state, plan_id)
+
+    def current_params(self, agent: str) -> tuple[int, dict[str, float]]:
+        """The last promoted version of an agent's params, or version 0 (its init)."""
+        if agent not in self.specs:
+            raise UnknownAgent(f"agent: {agent!r} is not registered; registered: {sorted(self.specs)}")
+        latest = self.store.latest_promoted(agent)
+        return (latest[0], latest[1]) if latest else (0, self.specs[agent].init_values())
+
+    def analyze(self, apply: bool = True) -> dict[str, Any]:
+        """Turn pending failing traces into incidents, reflect, plan and (``apply``) promote updates."""
+        ids, self.pending = sorted(self.pending), set()
+        records = self.store.records(ids)
+        by_trace: dict[str, list[StepRecord]] = {}
+        for r in records:
+            by_trace.setdefault(r.trace_id, []).append(r)
+        traces = [Trace.from_steps(steps, partial=True) for steps in by_trace.values()]
+        for t in traces:
+            self.graph.learn(t)
+        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": []}
+        for group in group_traces(traces, self.graph, self.config.incident_window_s):
+            self._analyze_group(group, report, apply)
+        return report
+
+    def _analyze_group(self, group: list[Trace], report: dict, apply: bool) -> None:
+        t0 = time.perf_counter()
+        per_trace = [most_upstream(t) for t in group]
+        incident = make_incident(group).model_copy(update={"attribution": combine(per_trace)})
+        self.store.put_incident(incident)
+        report["incidents"].append(incident.incident_id)
+        report["trace_roots"].update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
+        for step in (s for t in group for s in root_steps(t)):
+            self.evidence.setdefault(step.agent, []).append(step)
+        standing = [s for a in incident.failing_agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
+        joint = self.reflector.reflect(incident.incident_id, incident.attribution, standing, self.specs)
+        log.debug("incident %s analysed in %.1f ms", incident.incident_id, 1e3 * (time.perf_counter() - t0))
+        if joint is None:
+            return
+        self.store.put_reflection(joint)
+        current = {r.agent: self.current_params(r.agent) for r in joint.reflections}
+        plan = plan_update(joint, self.specs, current, self.config)
+        if plan is None:
+            return
+        self.store.put_plan(plan)
+        if apply:
+            plan = self.promote(plan)
+            for u in plan.updates:
+                self.evidence.pop(u.agent, None)
+        report["plans"].append(plan.model_dump())
+
+    def _next_version(self, agent: str) -> int:
+        versions = self.store.param_versions(agent)
+        return versions[-1][0] + 1 if versions else 1
+
+    def promote(self, plan: UpdatePlan) -> UpdatePlan:
+        """Persist the plan as promoted with new param versions, then install them on the harnesses."""
+        updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
+        plan = plan.model_copy(update={"updates": updates}).transition("promoted")
+        for u in updates:
+            self.store.put_params(u.agent, u.version_new, u.theta_new, "promoted", plan.plan_id)
+        self.store.put_plan(plan)
+        self._install(plan)
+        return plan
+
+    def _install(self, plan: UpdatePlan) -> None:
+        """Push a promoted plan to the live harnesses; a harness that is down reads it from the store on restart."""
+        if not ray.is_initialized():
+            return
+        refs = []
+        for u in plan.updates:
+            try:
+                handle = ray.get_actor(harness_name(u.agent), namespace=self.namespace)
+            except ValueError:
+                continue
+            refs.append(handle.set_params.remote(u.version_new, u.theta_new))
+        for ref in refs:
+            try:
+                ray.get(ref)
+            except (ray.exceptions.RayActorError, RRSIError) as exc:
+                log.warning("plan %s: a harness did not take its update now (%s); it resumes from the store", plan.plan_id, exc)
+
+    def stats(self) -> dict[str, int]:
+        return {
+            "agents": len(self.specs),
+            "records": self.store.count_records(),
+            "incidents": len(self.store.incidents()),
+            "plans": len(self.store.plans()),
+            "pending_traces": len(self.pending),
+        }
+
+
+HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(ReflectionHub)
+
+
+def get_or_create_hub(store_path: str, config: HubConfig | dict | None = None, detached: bool = False):
+    """The named hub actor, created with these arguments unless it already exists."""
+    options: dict[str, Any] = {"name": HUB_NAME, "namespace": NAMESPACE, "get_if_exists": True}
+    if detached:
+        options["lifetime"] = "detached"
+    cfg = validate(HubConfig, config or {}, where="config").model_dump()
+    return HubActor.options(**options).remote(store_path, cfg)

@@ -1,0 +1,141 @@
+"""The ``rrsi`` command line. It sits on top of everything and imports everything.
+
+Exit status: 0 success, 2 bad input (the message names the field), 1 runtime failure.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from rrsi.errors import RRSIError, UserError
+
+__all__ = ["main"]
+
+_WIDTH = None if sys.stdout.isatty() else 120
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
+
+
+def _init_ray(address: str | None, num_cpus: int | None = None) -> None:
+    import ray
+
+    from rrsi.hub.hub import NAMESPACE
+
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    kwargs = {"namespace": NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
+    if address:
+        ray.init(address=address, **kwargs)
+    else:
+        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=True, dashboard_host="127.0.0.1", **kwargs)
+    url = ray.get_runtime_context().dashboard_url if hasattr(ray.get_runtime_context(), "dashboard_url") else None
+    err_console.print(f"[dim]Ray {'joined ' + address if address else 'started locally'}; dashboard: http://{url or '127.0.0.1:8265'}[/dim]")
+
+
+def _round_row(mode: str, r) -> list[str]:
+    top = "—" if r.attribution_top1 is None else f"{r.attribution_top1:.2f}"
+    worst = max(r.per_agent, key=r.per_agent.get)
+    return [
+        mode,
+        str(r.round),
+        f"{r.failure_rate:.3f}",
+        f"{worst} {r.per_agent[worst]:.2f}",
+        str(r.updates["applied"]),
+        str(r.spurious_updates),
+        top,
+        f"{max(r.drift.values()):.3f}",
+    ]
+
+
+ROUND_COLUMNS = ["mode", "round", "failure", "worst agent", "updates", "spurious", "attr top1", "max drift"]
+
+
+def _print_round(mode: str, r) -> None:
+    widths = [12, 5, 8, 22, 7, 8, 9, 9]
+    if r.round == 1:
+        console.print("  ".join(c.ljust(w) for c, w in zip(ROUND_COLUMNS, widths)), style="bold")
+    console.print("  ".join(c.ljust(w) for c, w in zip(_round_row(mode, r), widths)))
+
+
+def _comparison(result: dict) -> Table:
+    table = Table(title=f"{result['scenario']}: {result['rounds']} rounds, seed {result['seed']}")
+    for col in ["mode", "failure first", "failure last", "reduction", "updates", "spurious", "attr top1", "max drift non-root"]:
+        table.add_column(col, justify="right" if col != "mode" else "left")
+    for mode, m in result["modes"].items():
+        f = m["final"]
+        top = "—" if f["attribution_top1"] is None else f"{f['attribution_top1']:.2f}"
+        table.add_row(
+            mode,
+            f"{f['failure_rate_first']:.3f}",
+            f"{f['failure_rate_last']:.3f}",
+            f"{100 * f['reduction']:.0f}%",
+            str(f["updates_applied"]),
+            str(f["spurious_updates"]),
+            top,
+            f"{f['max_drift_non_root']:.3f}",
+        )
+    return table
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from rrsi.config import HubConfig
+    from rrsi.hub.demo import MODES, run_demo
+    from rrsi.scenario import bundled_scenario, load_scenario
+
+    scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()
+    rounds = args.rounds or scenario.rounds
+    modes = list(MODES) if args.mode == "all" else [args.mode]
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
+    _init_ray(args.address, args.num_cpus)
+    start = time.perf_counter()
+    result = run_demo(scenario, modes, rounds, args.seed, workdir, HubConfig(), on_round=_print_round)
+    result["seconds"] = time.perf_counter() - start
+    console.print(_comparison(result))
+    console.print(f"[dim]{result['seconds']:.1f} s; stores in {workdir}[/dim]")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+        console.print(f"[dim]JSON written to {args.json}[/dim]")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rrsi", description="RRSI Hub: multi-agent reflection hub on Ray")
+    sub = parser.add_subparsers(dest="command", required=True)
+    demo = sub.add_parser("demo", help="run a scenario's simulated pipeline in none/independent/hub mode")
+    demo.add_argument("--scenario", help="scenario YAML file (default: the bundled loan-approval)")
+    demo.add_argument("--mode", choices=["none", "independent", "hub", "all"], default="all")
+    demo.add_argument("--rounds", type=int, help="rounds to run (default: the scenario's)")
+    demo.add_argument("--seed", type=int, default=0, help="run seed, mixed with the scenario's seed")
+    demo.add_argument("--json", help="write per-round results and the summary to this file")
+    demo.add_argument("--address", help="join an existing Ray cluster instead of starting one")
+    demo.add_argument("--num-cpus", type=int, help="CPUs for the local Ray (default: all)")
+    demo.add_argument("--workdir", help="folder for the hub stores (default: a new temporary folder)")
+    demo.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if getattr(args, "rounds", None) is not None and args.rounds < 1:
+        err_console.print("error: --rounds must be a positive integer")
+        return 2
+    try:
+        return args.func(args)
+    except UserError as exc:
+        err_console.print(f"[red]error:[/red] {exc}")
+        return 2
+    except RRSIError as exc:
+        err_console.print(f"[red]failed:[/red] {exc}")
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,178 @@
+"""Scenario files: simulated pipelines in YAML (the format of DESIGN.md, extend only).
+
+Loading validates everything before anything runs: unknown keys, values out of bounds,
+unknown dependencies and cycles are refused with a :class:`ScenarioError` that names the
+agent and the field.
+"""
+from __future__ import annotations
+
+import importlib.resources
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import yaml
+from pydantic import Field, ValidationError, model_validator
+
+from rrsi.errors import ScenarioError, pydantic_message
+from rrsi.schema import NAME_PATTERN, AgentSpec, ErrorType, ParamSpec, Risk, _Model
+
+__all__ = ["ScenarioParam", "ScenarioAgent", "Scenario", "load_scenario", "bundled_scenario", "BUNDLED"]
+
+BUNDLED = "loan-approval"
+
+
+class ScenarioParam(_Model):
+    name: str = Field(pattern=NAME_PATTERN)
+    kind: str = Field(default="float", pattern="^(float|int)$")
+    low: float
+    high: float
+    init: float
+    optimum: float
+    sensitivity: float = Field(ge=0.0, le=10.0)
+    risk: Risk = "low"
+    error_code: str = Field(pattern=r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_[0-9]{3}$")
+    error_type: ErrorType
+    shared_key: str | None = None
+
+    @model_validator(mode="after")
+    def _in_range(self) -> ScenarioParam:
+        if not self.low < self.high:
+            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
+        for field in ("init", "optimum"):
+            v = getattr(self, field)
+            if not self.low <= v <= self.high:
+                raise ValueError(f"{field} {v} must lie in [low, high] = [{self.low}, {self.high}]")
+        return self
+
+    def spec(self) -> ParamSpec:
+        """The public part of the param: everything but the hidden optimum and sensitivity."""
+        return ParamSpec(**self.model_dump(exclude={"optimum", "sensitivity"}))
+
+
+class ScenarioAgent(_Model):
+    name: str = Field(pattern=NAME_PATTERN)
+    depends_on: list[str] = Field(default_factory=list)
+    base_error: float = Field(ge=0.0, le=0.95)
+    domain_terms: list[str] = Field(default_factory=list)
+    params: list[ScenarioParam] = Field(min_length=1)
+
+    def spec(self) -> AgentSpec:
+        return AgentSpec(
+            name=self.name,
+            depends_on=self.depends_on,
+            params=[p.spec() for p in self.params],
+            domain_terms=self.domain_terms,
+        )
+
+
+class Scenario(_Model):
+    name: str = Field(min_length=1)
+    seed: int = 0
+    tasks_per_round: int = Field(default=200, ge=1, le=1_000_000)
+    rounds: int = Field(default=15, ge=1, le=10_000)
+    propagation: float = Field(default=0.8, ge=0.0, le=1.0)
+    agents: list[ScenarioAgent] = Field(min_length=1)
+
+    def agent(self, name: str) -> ScenarioAgent:
+        return next(a for a in self.agents if a.name == name)
+
+    def graph(self) -> nx.DiGraph:
+        """Dependency graph: an edge u → v means v consumes u's output."""
+        g = nx.DiGraph()
+        g.add_nodes_from(a.name for a in self.agents)
+        g.add_edges_from((d, a.name) for a in self.agents for d in a.depends_on)
+        return g
+
+    def order(self) -> list[str]:
+        """Agents in topological order (ties broken by file order)."""
+        index = {a.name: i for i, a in enumerate(self.agents)}
+        return list(nx.lexicographical_topological_sort(self.graph(), key=index.__getitem__))
+
+    def specs(self) -> list[AgentSpec]:
+        return [a.spec() for a in self.agents]
+
+    def roots(self) -> list[str]:
+        """Agents with at least one param away from its optimum at init: the scenario's planted faults."""
+        return [a.name for a in self.agents if any(p.init != p.optimum for p in a.params)]
+
+
+def _check_graph(raw: Scenario) -> None:
+    names = [a.name for a in raw.agents]
+    seen: set[str] = set()
+    for a in raw.agents:
+        if a.name in seen:
+            raise ScenarioError(f"agents.{a.name}.name: duplicate agent name")
+        seen.add(a.name)
+        codes = [p.name for p in a.params]
+        dup = {c for c in codes if codes.count(c) > 1}
+        if dup:
+            raise ScenarioError(f"agents.{a.name}.params: duplicate param names {sorted(dup)}")
+        for d in a.depends_on:
+            if d not in names:
+                raise ScenarioError(f"agents.{a.name}.depends_on: unknown agent {d!r}; known agents: {names}")
+            if d == a.name:
+                raise ScenarioError(f"agents.{a.name}.depends_on: an agent cannot depend on itself")
+    try:
+        cycle = nx.find_cycle(raw.graph())
+    except nx.NetworkXNoCycle:
+        return
+    path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
+    raise ScenarioError(f"agents.{cycle[0][1]}.depends_on: dependency cycle {path}")
+
+
+def _agent_names_in_loc(data: Any, message: str) -> str:
+    """Replace ``agents.3`` in a pydantic location by ``agents.<name>`` so errors name the agent."""
+    agents = data.get("agents") if isinstance(data, dict) else None
+    if not isinstance(agents, list):
+        return message
+    for i, a in enumerate(agents):
+        name = a.get("name") if isinstance(a, dict) else None
+        if isinstance(name, str):
+            message = message.replace(f"agents.{i}.", f"agents.{name}.")
+            params = a.get("params")
+            if isinstance(params, list):
+                for j, p in enumerate(params):
+                    pname = p.get("name") if isinstance(p, dict) else None
+                    if isinstance(pname, str):
+                        message = message.replace(f"agents.{name}.params.{j}.", f"agents.{name}.params.{pname}.")
+    return message
+
+
+def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
+    """Validate an already-parsed YAML document as a :class:`Scenario`."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{source}: a scenario is a mapping with keys name, seed, tasks_per_round, rounds, propagation, agents")
+    try:
+        scenario = Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(f"{source}: {_agent_names_in_loc(data, pydantic_message(exc))}") from None
+    try:
+        _check_graph(scenario)
+    except ScenarioError as exc:
+        raise ScenarioError(f"{source}: {exc}") from None
+    return scenario
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ScenarioError(f"scenario: cannot read {path} ({exc.strerror})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
+    return parse_scenario(data, str(path))
+
+
+def bundled_scenario(name: str = BUNDLED) -> Scenario:
+    """One of the scenarios shipped in the package (``rrsi.scenarios``)."""
+    files = importlib.resources.files("rrsi.scenarios")
+    available = sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
+    if name not in available:
+        raise ScenarioError(f"scenario: no bundled scenario {name!r}; bundled: {available}")
+    with importlib.resources.as_file(files / f"{name}.yaml") as path:
+        return load_scenario(path)

@@ -1,0 +1,163 @@
+"""SQLite store (WAL) for step records, incidents, reflections, plans and parameter versions.
+
+Writes commit before they return, so a record acknowledged is a record stored. Step
+records are keyed by ``trace_id/step_id``: ingesting the same record twice stores it once
+(at-least-once delivery becomes exactly-once storage).
+"""
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable
+from pathlib import Path
+
+from rrsi.errors import StoreError
+from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, UpdatePlan
+
+__all__ = ["Store", "ParamVersion"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS records (
+    record_id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, agent TEXT NOT NULL,
+    error_code TEXT, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE INDEX IF NOT EXISTS records_trace ON records(trace_id);
+CREATE INDEX IF NOT EXISTS records_failed ON records(agent, error_code, ts) WHERE error_code IS NOT NULL;
+CREATE TABLE IF NOT EXISTS agents (name TEXT PRIMARY KEY, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS incidents (incident_id TEXT PRIMARY KEY, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS reflections (
+    incident_id TEXT PRIMARY KEY, backend TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS plans (
+    plan_id TEXT PRIMARY KEY, incident_id TEXT NOT NULL, state TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS param_versions (
+    agent TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL, plan_id TEXT,
+    ts REAL NOT NULL, params TEXT NOT NULL, PRIMARY KEY (agent, version));
+"""
+
+ParamVersion = tuple[int, dict[str, float], str, str | None]
+
+
+class Store:
+    """One SQLite database file; safe to share between threads of one process."""
+
+    def __init__(self, path: str | Path = ":memory:") -> None:
+        self.path = str(path)
+        if self.path != ":memory:":
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.executescript(_SCHEMA)
+        except sqlite3.Error as exc:
+            raise StoreError(f"store {self.path}: cannot open ({exc})") from None
+        self._lock = threading.Lock()
+
+    def _write(self, sql: str, rows: Iterable[tuple]) -> int:
+        with self._lock:
+            try:
+                cur = self._db.cursor()
+                cur.execute("BEGIN IMMEDIATE")
+                before = self._db.total_changes
+                cur.executemany(sql, rows)
+                cur.execute("COMMIT")
+                return self._db.total_changes - before
+            except sqlite3.Error as exc:
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+                raise StoreError(f"store {self.path}: write failed ({exc})") from None
+
+    def _read(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self._lock:
+            try:
+                return self._db.execute(sql, args).fetchall()
+            except sqlite3.Error as exc:
+                raise StoreError(f"store {self.path}: read failed ({exc})") from None
+
+    def add_records(self, records: list[StepRecord]) -> int:
+        """Store records (already validated); return how many were new."""
+        rows = [(r.record_id, r.trace_id, r.agent, r.error_code, r.timestamp, r.model_dump_json()) for r in records]
+        return self._write("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?)", rows)
+
+    def count_records(self) -> int:
+        return self._read("SELECT COUNT(*) FROM records")[0][0]
+
+    def records(self, trace_ids: Iterable[str] | None = None) -> list[StepRecord]:
+        if trace_ids is None:
+            rows = self._read("SELECT body FROM records ORDER BY ts")
+        else:
+            ids = list(trace_ids)
+            rows = []
+            for i in range(0, len(ids), 500):
+                chunk = ids[i : i + 500]
+                marks = ",".join("?" * len(chunk))
+                rows += self._read(f"SELECT body FROM records WHERE trace_id IN ({marks}) ORDER BY ts", tuple(chunk))
+        return [StepRecord.model_validate_json(b) for (b,) in rows]
+
+    def count_errors(self, error_type_codes: Iterable[str], since: float) -> int:
+        """Failures with one of these codes since ``since`` (epoch seconds)."""
+        codes = list(error_type_codes)
+        if not codes:
+            return 0
+        marks = ",".join("?" * len(codes))
+        return self._read(f"SELECT COUNT(*) FROM records WHERE error_code IN ({marks}) AND ts >= ?", (*codes, since))[0][0]
+
+    def put_agent(self, spec: AgentSpec) -> None:
+        self._write("INSERT OR REPLACE INTO agents VALUES (?,?)", [(spec.name, spec.model_dump_json())])
+
+    def agents(self) -> list[AgentSpec]:
+        return [AgentSpec.model_validate_json(b) for (b,) in self._read("SELECT body FROM agents ORDER BY name")]
+
+    def put_incident(self, incident: Incident) -> None:
+        self._write("INSERT OR REPLACE INTO incidents VALUES (?,?,?)", [(incident.incident_id, incident.created_at, incident.model_dump_json())])
+
+    def incidents(self) -> list[Incident]:
+        return [Incident.model_validate_json(b) for (b,) in self._read("SELECT body FROM incidents ORDER BY ts")]
+
+    def incident(self, incident_id: str) -> Incident | None:
+        rows = self._read("SELECT body FROM incidents WHERE incident_id = ?", (incident_id,))
+        return Incident.model_validate_json(rows[0][0]) if rows else None
+
+    def put_reflection(self, reflection: JointReflection) -> None:
+        rows = [(reflection.incident_id, reflection.backend, time.time(), reflection.model_dump_json())]
+        self._write("INSERT OR REPLACE INTO reflections VALUES (?,?,?,?)", rows)
+
+    def reflection(self, incident_id: str) -> JointReflection | None:
+        rows = self._read("SELECT body FROM reflections WHERE incident_id = ?", (incident_id,))
+        return JointReflection.model_validate_json(rows[0][0]) if rows else None
+
+    def put_plan(self, plan: UpdatePlan) -> None:
+        rows = [(plan.plan_id, plan.incident_id, plan.state, plan.created_at, plan.model_dump_json())]
+        self._write("INSERT OR REPLACE INTO plans VALUES (?,?,?,?,?)", rows)
+
+    def plan(self, plan_id: str) -> UpdatePlan | None:
+        rows = self._read("SELECT body FROM plans WHERE plan_id = ?", (plan_id,))
+        return UpdatePlan.model_validate_json(rows[0][0]) if rows else None
+
+    def plans(self, state: str | None = None) -> list[UpdatePlan]:
+        if state is None:
+            rows = self._read("SELECT body FROM plans ORDER BY ts")
+        else:
+            rows = self._read("SELECT body FROM plans WHERE state = ? ORDER BY ts", (state,))
+        return [UpdatePlan.model_validate_json(b) for (b,) in rows]
+
+    def put_params(self, agent: str, version: int, params: dict[str, float], state: str, plan_id: str | None = None) -> None:
+        rows = [(agent, version, state, plan_id, time.time(), json.dumps(params))]
+        self._write("INSERT OR REPLACE INTO param_versions VALUES (?,?,?,?,?,?)", rows)
+
+    def param_versions(self, agent: str) -> list[ParamVersion]:
+        rows = self._read("SELECT version, params, state, plan_id FROM param_versions WHERE agent = ? ORDER BY version", (agent,))
+        return [(v, json.loads(p), s, pid) for v, p, s, pid in rows]
+
+    def latest_promoted(self, agent: str) -> ParamVersion | None:
+        rows = self._read(
+            "SELECT version, params, state, plan_id FROM param_versions WHERE agent = ? AND state = 'promoted' "
+            "ORDER BY version DESC LIMIT 1",
+            (agent,),
+        )
+        return (rows[0][0], json.loads(rows[0][1]), rows[0][2], rows[0][3]) if rows else None
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
