@@ -7,6 +7,7 @@ agent and the field.
 from __future__ import annotations
 
 import importlib.resources
+import re
 from pathlib import Path
 from typing import Any
 
@@ -122,20 +123,20 @@ def _check_graph(raw: Scenario) -> None:
 
 
 def _agent_names_in_loc(data: Any, message: str) -> str:
-    """Replace ``agents.3`` in a pydantic location by ``agents.<name>`` so errors name the agent."""
+    """Replace ``agents.3`` (and ``params.0``) in pydantic locations by names, so errors name the agent."""
     agents = data.get("agents") if isinstance(data, dict) else None
     if not isinstance(agents, list):
         return message
     for i, a in enumerate(agents):
         name = a.get("name") if isinstance(a, dict) else None
-        if isinstance(name, str):
-            message = message.replace(f"agents.{i}.", f"agents.{name}.")
-            params = a.get("params")
-            if isinstance(params, list):
-                for j, p in enumerate(params):
-                    pname = p.get("name") if isinstance(p, dict) else None
-                    if isinstance(pname, str):
-                        message = message.replace(f"agents.{name}.params.{j}.", f"agents.{name}.params.{pname}.")
+        if not isinstance(name, str):
+            continue
+        message = re.sub(rf"\bagents\.{i}(?=[.:])", f"agents.{name}", message)
+        params = a.get("params")
+        for j, p in enumerate(params if isinstance(params, list) else []):
+            pname = p.get("name") if isinstance(p, dict) else None
+            if isinstance(pname, str):
+                message = re.sub(rf"\bagents\.{re.escape(name)}\.params\.{j}(?=[.:])", f"agents.{name}.params.{pname}", message)
     return message
 
 

@@ -1,0 +1,42 @@
+"""End to end on Ray: scenario → harness actors → hub → updates, scored per round."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from rrsi.hub.demo import run_demo
+from rrsi.scenario import bundled_scenario, parse_scenario
+from tests.agents.test_simulated import DIAMOND, expected_failure_rate
+
+ROUND_KEYS = {"failure_rate", "per_agent", "updates", "spurious_updates", "attribution_top1", "drift"}
+
+
+def test_small_scenario_all_modes(ray_module, tmp_path):
+    scenario = parse_scenario({**DIAMOND, "tasks_per_round": 400})
+    result = run_demo(scenario, ["none", "independent", "hub"], rounds=3, seed=0, workdir=tmp_path)
+    assert set(result["modes"]) == {"none", "independent", "hub"}
+    for mode, m in result["modes"].items():
+        assert len(m["rounds"]) == 3
+        assert ROUND_KEYS <= set(m["rounds"][0])
+        assert set(m["rounds"][0]["updates"]) == {"applied", "blocked", "rolled_back"}
+        assert {"failure_rate_first", "failure_rate_last", "reduction", "max_drift_non_root"} <= set(m["final"])
+    none = result["modes"]["none"]
+    first = none["rounds"][0]["failure_rate"]
+    expected = expected_failure_rate(scenario)
+    assert abs(first - expected) < 4 * math.sqrt(expected * (1 - expected) / 400)
+    assert all(r["updates"]["applied"] == 0 for r in none["rounds"])
+    assert none["final"]["drift"] == {a: 0.0 for a in ["src", "left", "right", "sink"]}
+    hub = result["modes"]["hub"]
+    assert hub["rounds"][0]["attribution_top1"] is not None
+    assert hub["final"]["updates_applied"] > 0
+    assert result["modes"]["independent"]["rounds"][0]["attribution_top1"] is None
+
+
+def test_bundled_scenario_hub_halves_failures_without_bystander_drift(ray_module, tmp_path):
+    scenario = bundled_scenario()
+    result = run_demo(scenario, ["hub"], rounds=scenario.rounds, seed=0, workdir=tmp_path)
+    final = result["modes"]["hub"]["final"]
+    assert final["reduction"] >= 0.5, final
+    assert final["max_drift_non_root"] <= 0.05, final
+    assert final["spurious_updates"] == 0

@@ -1,0 +1,87 @@
+"""The hub in-process: ingest, incidents, attribution, joint reflection, update."""
+from __future__ import annotations
+
+import pytest
+
+from rrsi.errors import SchemaError, UnknownAgent, UnknownErrorCode
+from rrsi.hub.hub import ReflectionHub
+from tests.helpers import step
+
+UP = {"name": "up", "domain_terms": ["date format"], "params": [
+    {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}]}
+DOWN = {"name": "down", "depends_on": ["up"], "domain_terms": ["summary"], "params": [
+    {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}]}
+
+
+@pytest.fixture
+def hub(tmp_path):
+    h = ReflectionHub(str(tmp_path / "hub.sqlite"))
+    h.register_agent(UP)
+    h.register_agent(DOWN)
+    return h
+
+
+def cascade(i, up_fails=True, down_symptom="too high"):
+    t = f"t{i}"
+    a = step(trace=t, step_id="up", agent="up", error_code="UP_FAIL_001" if up_fails else None,
+             scratchpad="strict=0.2 looked too low on the date format" if up_fails else "ok", ts=100 + i)
+    b = step(trace=t, step_id="down", agent="down", parents=["up"], error_code="DOWN_FAIL_001",
+             scratchpad=f"length=0.5 looked {down_symptom} in the summary", ts=100 + i)
+    return [a, b]
+
+
+def test_register_requires_dependencies_first(tmp_path):
+    h = ReflectionHub(str(tmp_path / "h.sqlite"))
+    with pytest.raises(UnknownAgent, match="depends_on"):
+        h.register_agent(DOWN)
+    assert h.agents() == []
+
+
+def test_bad_batch_is_refused_whole(hub):
+    good = cascade(0)
+    with pytest.raises(UnknownAgent, match=r"records\[2\].agent"):
+        hub.ingest([*good, step(agent="ghost")])
+    with pytest.raises(UnknownErrorCode, match="NOPE_001"):
+        hub.ingest([*good, step(agent="up", error_code="NOPE_001")])
+    with pytest.raises(SchemaError, match=r"records\[0\]"):
+        hub.ingest_json(["{not json"])
+    assert hub.stats()["records"] == 0 and hub.pending == set()
+
+
+def test_ingest_is_idempotent(hub):
+    records = cascade(0)
+    assert hub.ingest(records) == 2
+    assert hub.ingest_json([r.model_dump_json() for r in records]) == 0
+    assert hub.stats()["records"] == 2
+
+
+def test_cascade_blames_upstream_and_updates_only_it(hub):
+    for i in range(12):
+        hub.ingest(cascade(i))
+    report = hub.analyze()
+    assert len(report["incidents"]) == 1
+    assert set(report["trace_roots"].values()) == {"up"}
+    [plan] = report["plans"]
+    assert plan["state"] == "promoted"
+    assert [u["agent"] for u in plan["updates"]] == ["up"]
+    assert plan["updates"][0]["theta_new"]["strict"] > 0.2
+    version, values = hub.current_params("up")
+    assert version == 1 and values == plan["updates"][0]["theta_new"]
+    assert hub.current_params("down") == (0, {"length": 0.5})
+    incident = hub.store.incident(report["incidents"][0])
+    assert incident.attribution.root_agent == "up" and incident.attribution.model == "most_upstream"
+    assert hub.store.reflection(incident.incident_id).root_agent == "up"
+
+
+def test_balanced_noise_changes_nothing(hub):
+    for i in range(20):
+        hub.ingest(cascade(i, up_fails=False, down_symptom="too high" if i % 2 else "too low"))
+    report = hub.analyze()
+    assert report["plans"] == [] and len(report["incidents"]) == 1
+    assert hub.current_params("down") == (0, {"length": 0.5})
+
+
+def test_hub_restores_agents_from_store(hub):
+    again = ReflectionHub(hub.store.path)
+    assert {a["name"] for a in again.agents()} == {"up", "down"}
+    assert "UP_FAIL_001" in {e["code"] for e in again.registry_entries()}

@@ -1,0 +1,26 @@
+from __future__ import annotations
+
+import copy
+
+import ray
+import yaml
+
+from rrsi.cli import main
+from tests.rrsi.test_scenario import BASE
+
+
+def test_bad_scenario_exits_2_and_runs_nothing(tmp_path, capsys):
+    data = copy.deepcopy(BASE)
+    data["agents"][1]["depends_on"] = ["ghost"]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(data))
+    assert main(["demo", "--scenario", str(path), "--workdir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "agents.b.depends_on" in err and "ghost" in err
+    assert not ray.is_initialized()
+    assert not (tmp_path / "w").exists()
+
+
+def test_nonpositive_rounds_exit_2(capsys):
+    assert main(["demo", "--rounds", "0"]) == 2
+    assert "--rounds" in capsys.readouterr().err
