@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
+from collections import deque
 from typing import Any
 
 import ray
@@ -33,6 +35,11 @@ log = logging.getLogger(__name__)
 def harness_name(agent: str) -> str:
     """The Ray actor name of an agent's harness."""
     return f"harness:{agent}"
+
+
+def in_canary(task_id: str, share: float) -> bool:
+    """Whether a task falls in the canary share: a stable hash of its id, not a coin flip."""
+    return zlib.crc32(task_id.encode()) % 10_000 < share * 10_000
 
 
 class StepOutcome(dict):
@@ -67,8 +74,11 @@ class AgentHarness:
             params = ray.get(hub.current_params.remote(self.spec.name))  # a restarted harness resumes here
         self.params = ParamStore(self.spec, *(params or (0, None)))
         self.hub = hub
+        self.config = config or HarnessConfig()
+        self.candidate: tuple[int, dict[str, float], float] | None = None
+        self.recent: deque[tuple[Task, bool]] = deque(maxlen=self.config.replay_buffer)
         self.failures: list[StepRecord] = []
-        self.shipper = RecordShipper(self._send, config) if hub is not None else None
+        self.shipper = RecordShipper(self._send, self.config) if hub is not None else None
         self._step = 0
 
     def _send(self, batch: list[str]) -> int:
@@ -85,7 +95,7 @@ class AgentHarness:
     def run(self, task: Task | dict) -> StepOutcome:
         """Execute one task with the current params, record it, and return its outcome."""
         task = validate(Task, task, where="task")
-        version, values = self.params.version, self.params.values
+        version, values = self._params_for(task.task_id)
         self._step += 1
         step_id = task.step_id or f"{self.spec.name}-{self._step}"
         start = time.time()
@@ -111,6 +121,8 @@ class AgentHarness:
             timestamp=start,
         )
         self._ship(record)
+        if version == self.params.version:
+            self.recent.append((task, result.error_code is not None))
         return StepOutcome(step_id=step_id, output=result.output, error_code=result.error_code, truth=result.truth)
 
     def _ship(self, record: StepRecord) -> None:
@@ -123,13 +135,38 @@ class AgentHarness:
         """``run`` for each task, in order."""
         return [self.run(t) for t in tasks]
 
+    def _params_for(self, task_id: str) -> tuple[int, dict[str, float]]:
+        if self.candidate is not None and in_canary(task_id, self.candidate[2]):
+            return self.candidate[0], self.candidate[1]
+        return self.params.version, self.params.values
+
     def get_params(self) -> tuple[int, dict[str, float]]:
         return self.params.version, self.params.values
 
     def set_params(self, version: int, values: dict[str, float]) -> int:
-        """Install ``values`` as ``version`` (validated; nothing changes on error)."""
+        """Install ``values`` as ``version`` (validated; nothing changes on error); ends any canary."""
         self.params.install(version, values)
+        self.candidate = None
         return self.params.version
+
+    def set_candidate(self, version: int, values: dict[str, float], share: float) -> None:
+        """Serve ``values`` as ``version`` to the canary share of tasks, the incumbent to the rest."""
+        if not 0.0 < share <= 1.0:
+            raise SchemaError(f"share: expected a fraction in (0, 1], got {share!r}")
+        self.candidate = (version, self.params.validate(values), share)
+
+    def clear_candidate(self) -> None:
+        self.candidate = None
+
+    def shadow_replay(self, values: dict[str, float], n: int) -> list[tuple[bool, bool]]:
+        """Run up to ``n`` recent tasks again with ``values``; (incumbent failed, candidate failed) per task.
+
+        Nothing is recorded or shipped: a shadow run only informs the hub's promotion test. Use it
+        with executors whose calls have no side effects (the simulator's are pure functions of the
+        task and the params).
+        """
+        values = self.params.validate(values)
+        return [(failed, self.executor(task, values).error_code is not None) for task, failed in list(self.recent)[-n:]]
 
     def rollback(self, version: int) -> int:
         self.params.rollback(version)

@@ -62,6 +62,8 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "failure_rate_last": last.failure_rate,
         "reduction": 1.0 - last.failure_rate / first.failure_rate if first.failure_rate > 0 else 0.0,
         "updates_applied": sum(r.updates["applied"] for r in mode.rounds),
+        "updates_blocked": sum(r.updates["blocked"] for r in mode.rounds),
+        "updates_rolled_back": sum(r.updates["rolled_back"] for r in mode.rounds),
         "spurious_updates": sum(r.spurious_updates for r in mode.rounds),
         "attribution_top1": sum(tops) / len(tops) if tops else None,
         "attribution_model": last.attribution_model,
@@ -129,23 +131,26 @@ class PipelineRun:
                     out[agent] = outcome
         return traces
 
-    def _adapt(self) -> tuple[list[str], dict[str, str]]:
-        """The mode's improvement step; returns updated agents and predicted root per trace."""
+    def _adapt(self) -> tuple[dict[str, list[str]], dict[str, str]]:
+        """The mode's improvement step; returns agents by plan state reached and predicted root per trace."""
         if self.mode == "hub":
             report = ray.get(self.hub.analyze.remote())
-            updated = [u["agent"] for p in report["plans"] if p["state"] == "promoted" for u in p["updates"]]
-            return updated, report["trace_roots"]
+            by_state: dict[str, list[str]] = {}
+            for p in report["plans"]:
+                by_state.setdefault(p["state"], []).extend(u["agent"] for u in p["updates"])
+            return by_state, report["trace_roots"]
         if self.mode == "independent":
             names = list(self.harnesses)
             done = ray.get([self.harnesses[a].reflect_and_update.remote(self.config) for a in names])
-            return [a for a, d in zip(names, done) if d is not None], {}
+            return {"promoted": [a for a, d in zip(names, done) if d is not None]}, {}
         ray.get([h.discard_failures.remote() for h in self.harnesses.values()])
-        return [], {}
+        return {}, {}
 
     def round(self, rnd: int) -> RoundResult:
         traces = self._execute(rnd)
         ray.get([h.flush.remote() for h in self.harnesses.values()])
-        updated, predicted = self._adapt()
+        by_state, predicted = self._adapt()
+        updated = by_state.get("promoted", [])
         n = len(traces)
         failed = {t: [a for a, o in out.items() if o["error_code"]] for t, out in traces.items()}
         causes = {a for out in traces.values() for a, o in out.items() if (o["truth"] or {}).get("cause") == "param"}
@@ -160,7 +165,11 @@ class PipelineRun:
             round=rnd,
             failure_rate=sum(1 for a in failed.values() if a) / n,
             per_agent={a: sum(1 for f in failed.values() if a in f) / n for a in names},
-            updates={"applied": len(updated), "blocked": 0, "rolled_back": 0},
+            updates={
+                "applied": len(updated),
+                "blocked": len(by_state.get("blocked", [])),
+                "rolled_back": len(by_state.get("rolled_back", [])),
+            },
             updated_agents=sorted(updated),
             spurious_updates=sum(1 for a in updated if a not in causes),
             root_causes=sorted(causes),

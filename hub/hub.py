@@ -16,12 +16,14 @@ import ray
 from rrsi.agents.harness import harness_name
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import RRSIError, SchemaError, UnknownAgent
+from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownPlan
 from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.graph.dependency import DependencyGraph
-from rrsi.schema import AgentSpec, StepRecord, Trace, UpdatePlan, validate
+from rrsi.schema import Action, AgentSpec, StepRecord, Trace, UpdatePlan, validate
 from rrsi.store import Store
 
+from rrsi.hub.canary import canary_verdict, shadow_verdict
+from rrsi.hub.gating import Gate
 from rrsi.hub.incidents import group_traces, make_incident
 from rrsi.hub.rule_reflector import RuleReflector
 from rrsi.hub.updater import plan_update
@@ -54,6 +56,7 @@ class ReflectionHub:
         self.pending: set[str] = set()
         self.evidence: dict[str, list[StepRecord]] = {}
         self.reflector = RuleReflector(self.registry, self.config)
+        self.gate = Gate(self.store, self.registry, self.config)
 
     def _add(self, spec: AgentSpec) -> None:
         self.registry.register_agent(spec)
@@ -123,22 +126,31 @@ class ReflectionHub:
         latest = self.store.latest_promoted(agent)
         return (latest[0], latest[1]) if latest else (0, self.specs[agent].init_values())
 
-    def analyze(self, apply: bool = True) -> dict[str, Any]:
-        """Turn pending failing traces into incidents, reflect, plan and (``apply``) promote updates."""
+    def analyze(self) -> dict[str, Any]:
+        """One pass of the loop: settle approvals and canaries, then turn pending failures into incidents.
+
+        Returns the incidents created, the predicted root agent per trace, and every plan whose
+        state changed in this pass.
+        """
+        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": []}
+        self._review_approved(report)
+        self._review_canaries(report)
         ids, self.pending = sorted(self.pending), set()
-        records = self.store.records(ids)
         by_trace: dict[str, list[StepRecord]] = {}
-        for r in records:
+        for r in self.store.records(ids):
             by_trace.setdefault(r.trace_id, []).append(r)
         traces = [Trace.from_steps(steps, partial=True) for steps in by_trace.values()]
         for t in traces:
             self.graph.learn(t)
-        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": []}
         for group in group_traces(traces, self.graph, self.config.incident_window_s):
-            self._analyze_group(group, report, apply)
+            self._analyze_group(group, report)
         return report
 
-    def _analyze_group(self, group: list[Trace], report: dict, apply: bool) -> None:
+    def _busy(self) -> set[str]:
+        """Agents with a plan under validation: no new plan for them until it is settled."""
+        return {u.agent for p in self.store.plans("canary") for u in p.updates}
+
+    def _analyze_group(self, group: list[Trace], report: dict) -> None:
         t0 = time.perf_counter()
         per_trace = [most_upstream(t) for t in group]
         incident = make_incident(group).model_copy(update={"attribution": combine(per_trace)})
@@ -147,49 +159,154 @@ class ReflectionHub:
         report["trace_roots"].update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         for step in (s for t in group for s in root_steps(t)):
             self.evidence.setdefault(step.agent, []).append(step)
-        standing = [s for a in incident.failing_agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
+        busy = self._busy()
+        agents = [a for a in incident.failing_agents if a not in busy]
+        standing = [s for a in agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
         joint = self.reflector.reflect(incident.incident_id, incident.attribution, standing, self.specs)
         log.debug("incident %s analysed in %.1f ms", incident.incident_id, 1e3 * (time.perf_counter() - t0))
         if joint is None:
             return
         self.store.put_reflection(joint)
-        current = {r.agent: self.current_params(r.agent) for r in joint.reflections}
-        plan = plan_update(joint, self.specs, current, self.config)
-        if plan is None:
-            return
+        for r in joint.reflections:
+            self.evidence.pop(r.agent, None)
+        eligible, held, decisions = self.gate.split(joint, self.specs)
+        current = {a: self.current_params(a) for a in self.specs}
+        if held is not None:
+            plan = plan_update(held, self.specs, current, self.config, self.graph)
+            if plan is not None:
+                gates = [d for d in decisions if not d.eligible]
+                plan = plan.model_copy(update={"plan_id": plan.plan_id + "-held", "gates": gates}).transition("blocked")
+                self.store.put_plan(plan)
+                report["plans"].append(plan.model_dump())
+        if eligible is not None:
+            plan = plan_update(eligible, self.specs, current, self.config, self.graph)
+            if plan is not None:
+                plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible]})
+                self.store.put_plan(plan)
+                report["plans"].append(self._validate(plan).model_dump())
+
+    def _validate(self, plan: UpdatePlan) -> UpdatePlan:
+        """Start the configured validation of a proposed plan; shadow and none settle at once."""
+        if self.config.validation == "none":
+            return self.promote(plan)
+        plan = self._start_canary(plan)
+        if self.config.validation == "canary":
+            self._push_candidates(plan)
+            return plan
+        pairs = []
+        for u in plan.updates:
+            handle = self._harness(u.agent)
+            if handle is not None:
+                pairs += ray.get(handle.shadow_replay.remote(u.theta_new, self.config.shadow_tasks))
+        decision, verdict = shadow_verdict(pairs, self.config)
+        plan = plan.model_copy(update={"canary": verdict})
+        return self.promote(plan) if decision == "promote" else self.rollback(plan)
+
+    def _start_canary(self, plan: UpdatePlan) -> UpdatePlan:
+        updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
+        plan = plan.model_copy(update={"updates": updates}).transition("canary")
+        for u in updates:
+            self.store.put_params(u.agent, u.version_new, u.theta_new, "canary", plan.plan_id)
         self.store.put_plan(plan)
-        if apply:
-            plan = self.promote(plan)
-            for u in plan.updates:
-                self.evidence.pop(u.agent, None)
-        report["plans"].append(plan.model_dump())
+        return plan
+
+    def _push_candidates(self, plan: UpdatePlan) -> None:
+        for u in plan.updates:
+            handle = self._harness(u.agent)
+            if handle is not None:
+                ray.get(handle.set_candidate.remote(u.version_new, u.theta_new, self.config.canary_share))
+
+    def _review_canaries(self, report: dict) -> None:
+        for plan in self.store.plans("canary"):
+            cand = [self.store.outcomes(u.agent, u.version_new) for u in plan.updates]
+            inc = [self.store.outcomes(u.agent, u.version_old) for u in plan.updates]
+            total = lambda pairs: (sum(n for n, _ in pairs), sum(f for _, f in pairs))
+            decision, verdict = canary_verdict(total(cand), total(inc), self.config)
+            plan = plan.model_copy(update={"canary": verdict})
+            if decision == "promote":
+                report["plans"].append(self.promote(plan).model_dump())
+            elif decision == "rollback":
+                report["plans"].append(self.rollback(plan).model_dump())
+            else:
+                self.store.put_plan(plan)
+                self._push_candidates(plan)  # a restarted harness gets its candidate back
+
+    def _review_approved(self, report: dict) -> None:
+        for plan in self.store.plans("blocked"):
+            if self.store.approval(plan.plan_id) != "approved":
+                continue
+            if any(self.current_params(u.agent)[0] != u.version_old for u in plan.updates):
+                log.warning("plan %s was approved but its agents changed since; it stays blocked", plan.plan_id)
+                continue
+            confidence = {u.agent: u.confidence for u in plan.updates}
+            gates = [
+                self.gate.decide(Action(agent=g.agent, param=g.param, op="set", value=self._theta(plan, g)), self.specs[g.agent],
+                                 confidence[g.agent], approved=True)
+                for g in plan.gates
+            ]
+            plan = plan.model_copy(update={"gates": gates})
+            if all(g.eligible for g in gates):
+                report["plans"].append(self._validate(plan.transition("proposed")).model_dump())
+            else:
+                self.store.put_plan(plan)
+
+    @staticmethod
+    def _theta(plan: UpdatePlan, gate) -> float:
+        return next(u.theta_new[gate.param] for u in plan.updates if u.agent == gate.agent)
+
+    def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> dict:
+        """Record a human decision on a blocked plan; the next ``analyze`` acts on it."""
+        plan = self.store.plan(plan_id)
+        if plan is None:
+            known = [p.plan_id for p in self.store.plans("blocked")]
+            raise UnknownPlan(f"plan_id: no plan {plan_id!r}; blocked plans awaiting a decision: {known}")
+        if plan.state != "blocked":
+            raise SchemaError(f"plan_id: plan {plan_id} is {plan.state!r}; only blocked plans take an approval")
+        if decision not in ("approved", "rejected"):
+            raise SchemaError(f"decision: expected 'approved' or 'rejected', got {decision!r}")
+        self.store.put_approval(plan_id, decision, who)
+        return {"plan_id": plan_id, "decision": decision}
 
     def _next_version(self, agent: str) -> int:
         versions = self.store.param_versions(agent)
         return versions[-1][0] + 1 if versions else 1
 
     def promote(self, plan: UpdatePlan) -> UpdatePlan:
-        """Persist the plan as promoted with new param versions, then install them on the harnesses."""
-        updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
-        plan = plan.model_copy(update={"updates": updates}).transition("promoted")
-        for u in updates:
+        """Persist the plan as promoted with its param versions, then install them on the harnesses."""
+        if plan.state == "proposed":
+            plan = plan.model_copy(update={"updates": [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]})
+        plan = plan.transition("promoted")
+        for u in plan.updates:
             self.store.put_params(u.agent, u.version_new, u.theta_new, "promoted", plan.plan_id)
         self.store.put_plan(plan)
         self._install(plan)
         return plan
 
+    def rollback(self, plan: UpdatePlan) -> UpdatePlan:
+        """Persist the plan as rolled back, then return its agents to the last promoted params."""
+        plan = plan.transition("rolled_back")
+        for u in plan.updates:
+            self.store.put_params(u.agent, u.version_new, u.theta_new, "rolled_back", plan.plan_id)
+        self.store.put_plan(plan)
+        for u in plan.updates:
+            handle = self._harness(u.agent)
+            if handle is not None:
+                version, values = self.current_params(u.agent)
+                ray.get(handle.set_params.remote(version, values))
+        return plan
+
+    def _harness(self, agent: str):
+        if not ray.is_initialized():
+            return None
+        try:
+            return ray.get_actor(harness_name(agent), namespace=self.namespace)
+        except ValueError:
+            return None
+
     def _install(self, plan: UpdatePlan) -> None:
         """Push a promoted plan to the live harnesses; a harness that is down reads it from the store on restart."""
-        if not ray.is_initialized():
-            return
-        refs = []
-        for u in plan.updates:
-            try:
-                handle = ray.get_actor(harness_name(u.agent), namespace=self.namespace)
-            except ValueError:
-                continue
-            refs.append(handle.set_params.remote(u.version_new, u.theta_new))
-        for ref in refs:
+        refs = [(h, h.set_params.remote(u.version_new, u.theta_new)) for u in plan.updates if (h := self._harness(u.agent))]
+        for _, ref in refs:
             try:
                 ray.get(ref)
             except (ray.exceptions.RayActorError, RRSIError) as exc:

@@ -85,18 +85,29 @@ def _comparison(result: dict) -> Table:
     return table
 
 
+def _scenario(name_or_path: str | None):
+    """A bundled scenario by name, a scenario file by path, or the default bundled one."""
+    from rrsi.scenario import bundled_scenario, bundled_names, load_scenario
+
+    if name_or_path is None:
+        return bundled_scenario()
+    if name_or_path in bundled_names():
+        return bundled_scenario(name_or_path)
+    return load_scenario(name_or_path)
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from rrsi.config import HubConfig
     from rrsi.hub.demo import MODES, run_demo
-    from rrsi.scenario import bundled_scenario, load_scenario
 
-    scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()
+    scenario = _scenario(args.scenario)
     rounds = args.rounds or scenario.rounds
     modes = list(MODES) if args.mode == "all" else [args.mode]
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
     _init_ray(args.address, args.num_cpus)
     start = time.perf_counter()
-    result = run_demo(scenario, modes, rounds, args.seed, workdir, HubConfig(), on_round=_print_round)
+    config = HubConfig(approval=args.approval, validation=args.validation, lam=args.lam)
+    result = run_demo(scenario, modes, rounds, args.seed, workdir, config, on_round=_print_round)
     result["seconds"] = time.perf_counter() - start
     console.print(_comparison(result))
     console.print(f"[dim]{result['seconds']:.1f} s; stores in {workdir}[/dim]")
@@ -110,7 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rrsi", description="RRSI Hub: multi-agent reflection hub on Ray")
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser("demo", help="run a scenario's simulated pipeline in none/independent/hub mode")
-    demo.add_argument("--scenario", help="scenario YAML file (default: the bundled loan-approval)")
+    demo.add_argument("--scenario", help="scenario YAML file or bundled scenario name (default: loan-approval)")
     demo.add_argument("--mode", choices=["none", "independent", "hub", "all"], default="all")
     demo.add_argument("--rounds", type=int, help="rounds to run (default: the scenario's)")
     demo.add_argument("--seed", type=int, default=0, help="run seed, mixed with the scenario's seed")
@@ -118,6 +129,11 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--address", help="join an existing Ray cluster instead of starting one")
     demo.add_argument("--num-cpus", type=int, help="CPUs for the local Ray (default: all)")
     demo.add_argument("--workdir", help="folder for the hub stores (default: a new temporary folder)")
+    demo.add_argument("--approval", choices=["manual", "auto"], default="manual",
+                      help="high-risk changes: manual waits for `rrsi approve`; auto approves what passed the evidence conditions")
+    demo.add_argument("--validation", choices=["shadow", "canary", "none"], default="shadow",
+                      help="how a candidate proves itself before promotion (default: shadow replay of the last tasks)")
+    demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
     demo.set_defaults(func=cmd_demo)
     return parser
 

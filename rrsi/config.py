@@ -3,7 +3,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, model_validator
 
 from rrsi.schema import _Model
 
@@ -18,11 +20,12 @@ def default_home() -> Path:
 
 
 class HarnessConfig(_Model):
-    """How a harness ships records to the hub."""
+    """How a harness ships records to the hub, and how many recent tasks it keeps for shadow replay."""
 
     batch_size: int = Field(default=512, ge=1, le=100_000)
     flush_interval_s: float = Field(default=0.05, gt=0.0, le=60.0)
     max_pending: int = Field(default=100_000, ge=1)
+    replay_buffer: int = Field(default=1000, ge=0)
 
 
 class HubConfig(_Model):
@@ -34,6 +37,14 @@ class HubConfig(_Model):
     proposes a change, counting the root-attributed failures an agent accumulated since its
     last update (at most ``max_evidence``); ``incident_window_s`` bounds how far apart in time two failing traces
     may be and still form one incident.
+
+    The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
+    agents of a plan), the gate (``medium_confidence``, ``high_confidence``,
+    ``high_risk_min_errors`` same-type errors within ``evidence_window_s``, ``approval``) and
+    the validation before promotion (``validation``: a ``canary`` share of live tasks by
+    task-id hash, a ``shadow`` replay of recent tasks, or ``none``; promoted when a one-sided
+    test at ``canary_alpha`` says the candidate fails less by ``canary_margin`` with at least
+    ``canary_min_sample`` candidate steps; rolled back at ``canary_max_sample`` without that).
     """
 
     lam: float = Field(default=0.05, gt=0.0)
@@ -46,3 +57,26 @@ class HubConfig(_Model):
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
     attribution: str = Field(default="most_upstream")
+    mu: float = Field(default=1.0, ge=0.0)
+    trust_region: float = Field(default=0.3, gt=0.0)
+    medium_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    high_confidence: float = Field(default=0.85, ge=0.0, le=1.0)
+    high_risk_min_errors: int = Field(default=5, ge=0)
+    evidence_window_s: float = Field(default=86_400.0, gt=0.0)
+    approval: Literal["manual", "auto"] = "manual"
+    validation: Literal["canary", "shadow", "none"] = "canary"
+    canary_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    canary_margin: float = Field(default=0.0, ge=0.0, le=1.0)
+    canary_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    canary_min_sample: int = Field(default=50, ge=1)
+    canary_max_sample: int = Field(default=1000, ge=1)
+    shadow_tasks: int = Field(default=200, ge=1)
+
+    @model_validator(mode="after")
+    def _samples(self) -> HubConfig:
+        if self.canary_max_sample < self.canary_min_sample:
+            raise ValueError(f"canary_max_sample ({self.canary_max_sample}) must be >= canary_min_sample ({self.canary_min_sample})")
+        missing = {"low", "medium", "high"} - set(self.risk_multiplier)
+        if missing:
+            raise ValueError(f"risk_multiplier: needs a value for each risk tier; missing {sorted(missing)}")
+        return self

@@ -16,6 +16,7 @@ __all__ = [
     "UnknownErrorCode",
     "UnknownParam",
     "UnknownAgent",
+    "UnknownPlan",
     "RuntimeFailure",
     "StoreError",
     "ActorFailure",
@@ -55,6 +56,13 @@ class UnknownParam(UserError, KeyError):
 
 class UnknownAgent(UserError, KeyError):
     """An agent that is not registered."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class UnknownPlan(UserError, KeyError):
+    """A plan id the store does not hold."""
 
     def __str__(self) -> str:
         return str(self.args[0])

@@ -18,7 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 from rrsi.errors import ScenarioError, pydantic_message
 from rrsi.schema import NAME_PATTERN, AgentSpec, ErrorType, ParamSpec, Risk, _Model
 
-__all__ = ["ScenarioParam", "ScenarioAgent", "Scenario", "load_scenario", "bundled_scenario", "BUNDLED"]
+__all__ = ["ScenarioParam", "ScenarioAgent", "Scenario", "load_scenario", "parse_scenario", "bundled_scenario", "bundled_names", "BUNDLED"]
 
 BUNDLED = "loan-approval"
 
@@ -169,10 +169,15 @@ def load_scenario(path: str | Path) -> Scenario:
     return parse_scenario(data, str(path))
 
 
+def bundled_names() -> list[str]:
+    """Names of the scenarios shipped in the package (``rrsi.scenarios``)."""
+    return sorted(p.name[:-5] for p in importlib.resources.files("rrsi.scenarios").iterdir() if p.name.endswith(".yaml"))
+
+
 def bundled_scenario(name: str = BUNDLED) -> Scenario:
     """One of the scenarios shipped in the package (``rrsi.scenarios``)."""
     files = importlib.resources.files("rrsi.scenarios")
-    available = sorted(p.name[:-5] for p in files.iterdir() if p.name.endswith(".yaml"))
+    available = bundled_names()
     if name not in available:
         raise ScenarioError(f"scenario: no bundled scenario {name!r}; bundled: {available}")
     with importlib.resources.as_file(files / f"{name}.yaml") as path:

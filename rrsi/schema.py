@@ -360,6 +360,7 @@ class AgentUpdate(_Model):
     theta_old: dict[str, float]
     theta_new: dict[str, float]
     lam: float = Field(ge=0.0)
+    lam_by_param: dict[str, float] = Field(default_factory=dict)
     confidence: float = Field(ge=0.0, le=1.0)
     version_old: int = Field(ge=0)
     version_new: int | None = None

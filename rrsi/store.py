@@ -21,15 +21,18 @@ __all__ = ["Store", "ParamVersion"]
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
     record_id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, agent TEXT NOT NULL,
-    error_code TEXT, ts REAL NOT NULL, body TEXT NOT NULL);
+    error_code TEXT, params_version INTEGER NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS records_trace ON records(trace_id);
 CREATE INDEX IF NOT EXISTS records_failed ON records(agent, error_code, ts) WHERE error_code IS NOT NULL;
+CREATE INDEX IF NOT EXISTS records_version ON records(agent, params_version);
 CREATE TABLE IF NOT EXISTS agents (name TEXT PRIMARY KEY, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS incidents (incident_id TEXT PRIMARY KEY, ts REAL NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS reflections (
     incident_id TEXT PRIMARY KEY, backend TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS plans (
     plan_id TEXT PRIMARY KEY, incident_id TEXT NOT NULL, state TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS approvals (
+    plan_id TEXT PRIMARY KEY, decision TEXT NOT NULL, who TEXT NOT NULL, ts REAL NOT NULL);
 CREATE TABLE IF NOT EXISTS param_versions (
     agent TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL, plan_id TEXT,
     ts REAL NOT NULL, params TEXT NOT NULL, PRIMARY KEY (agent, version));
@@ -77,8 +80,18 @@ class Store:
 
     def add_records(self, records: list[StepRecord]) -> int:
         """Store records (already validated); return how many were new."""
-        rows = [(r.record_id, r.trace_id, r.agent, r.error_code, r.timestamp, r.model_dump_json()) for r in records]
-        return self._write("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?)", rows)
+        rows = [
+            (r.record_id, r.trace_id, r.agent, r.error_code, r.params_version, r.timestamp, r.model_dump_json())
+            for r in records
+        ]
+        return self._write("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?)", rows)
+
+    def outcomes(self, agent: str, version: int) -> tuple[int, int]:
+        """(steps, failed steps) of one agent's records at one params version."""
+        rows = self._read(
+            "SELECT COUNT(*), SUM(error_code IS NOT NULL) FROM records WHERE agent = ? AND params_version = ?", (agent, version)
+        )
+        return rows[0][0], rows[0][1] or 0
 
     def count_records(self) -> int:
         return self._read("SELECT COUNT(*) FROM records")[0][0]
@@ -95,9 +108,9 @@ class Store:
                 rows += self._read(f"SELECT body FROM records WHERE trace_id IN ({marks}) ORDER BY ts", tuple(chunk))
         return [StepRecord.model_validate_json(b) for (b,) in rows]
 
-    def count_errors(self, error_type_codes: Iterable[str], since: float) -> int:
+    def count_errors(self, codes: Iterable[str], since: float) -> int:
         """Failures with one of these codes since ``since`` (epoch seconds)."""
-        codes = list(error_type_codes)
+        codes = list(codes)
         if not codes:
             return 0
         marks = ",".join("?" * len(codes))
@@ -157,6 +170,14 @@ class Store:
             (agent,),
         )
         return (rows[0][0], json.loads(rows[0][1]), rows[0][2], rows[0][3]) if rows else None
+
+    def put_approval(self, plan_id: str, decision: str, who: str) -> None:
+        self._write("INSERT OR REPLACE INTO approvals VALUES (?,?,?,?)", [(plan_id, decision, who, time.time())])
+
+    def approval(self, plan_id: str) -> str | None:
+        """``approved``, ``rejected`` or None."""
+        rows = self._read("SELECT decision FROM approvals WHERE plan_id = ?", (plan_id,))
+        return rows[0][0] if rows else None
 
     def close(self) -> None:
         with self._lock:

@@ -15,7 +15,7 @@ DOWN = {"name": "down", "depends_on": ["up"], "domain_terms": ["summary"], "para
 
 @pytest.fixture
 def hub(tmp_path):
-    h = ReflectionHub(str(tmp_path / "hub.sqlite"))
+    h = ReflectionHub(str(tmp_path / "hub.sqlite"), {"validation": "none"})
     h.register_agent(UP)
     h.register_agent(DOWN)
     return h
@@ -71,6 +71,25 @@ def test_cascade_blames_upstream_and_updates_only_it(hub):
     incident = hub.store.incident(report["incidents"][0])
     assert incident.attribution.root_agent == "up" and incident.attribution.model == "most_upstream"
     assert hub.store.reflection(incident.incident_id).root_agent == "up"
+
+
+def test_canary_validation_holds_the_plan_until_evidence(tmp_path):
+    hub = ReflectionHub(str(tmp_path / "c.sqlite"), {"validation": "canary", "canary_min_sample": 20})
+    hub.register_agent(UP)
+    hub.register_agent(DOWN)
+    for i in range(12):
+        hub.ingest(cascade(i))
+    [plan] = hub.analyze()["plans"]
+    assert plan["state"] == "canary" and hub.current_params("up")[0] == 0
+    assert hub.store.param_versions("up")[-1][2] == "canary"
+    new = plan["updates"][0]["version_new"]
+    ok = [step(trace=f"c{i}", step_id="up", agent="up", params_version=new, ts=200 + i) for i in range(25)]
+    old = [step(trace=f"o{i}", step_id="up", agent="up", params_version=0, error_code="UP_FAIL_001",
+                scratchpad="strict=0.2 looked too low on the date format", ts=200 + i) for i in range(25)]
+    hub.ingest(ok + old)
+    settled = [p for p in hub.analyze()["plans"] if p["plan_id"] == plan["plan_id"]]
+    assert settled[0]["state"] == "promoted" and tuple(settled[0]["canary"]["candidate"]) == (25, 0)
+    assert hub.current_params("up")[0] == new
 
 
 def test_balanced_noise_changes_nothing(hub):
