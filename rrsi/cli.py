@@ -117,6 +117,60 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _hub_for(args: argparse.Namespace):
+    """The running hub actor (``--address``), else an in-process hub on ``--store``."""
+    from rrsi.config import default_home
+    from rrsi.hub.hub import HUB_NAME, NAMESPACE, ReflectionHub
+
+    if args.address:
+        import ray
+
+        _init_ray(args.address)
+        handle = ray.get_actor(HUB_NAME, namespace=NAMESPACE)
+        return lambda method, *a: ray.get(getattr(handle, method).remote(*a))
+    store = Path(args.store) if args.store else default_home() / "hub.sqlite"
+    if not store.exists():
+        raise UserError(f"--store: no hub store at {store}; pass the store of the hub (a demo prints its folder)")
+    hub = ReflectionHub(str(store))
+    return lambda method, *a: getattr(hub, method)(*a)
+
+
+def cmd_approve(args: argparse.Namespace) -> int:
+    call = _hub_for(args)
+    decision = "approved" if args.command == "approve" else "rejected"
+    result = call("approve", args.plan_id, os.environ.get("USER", "cli"), decision)
+    console.print(f"plan {result['plan_id']}: {result['decision']}; the hub acts on it at its next analysis")
+    return 0
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from rrsi.config import HubConfig
+    from rrsi.hub.tuning import tune
+
+    scenario = _scenario(args.scenario)
+    try:
+        lambdas = [float(x) for x in args.lambdas.split(",")]
+        seeds = [int(x) for x in args.seeds.split(",")]
+    except ValueError:
+        raise UserError(f"--lambdas/--seeds: expected comma-separated numbers, got {args.lambdas!r} / {args.seeds!r}") from None
+    if any(not lam > 0 for lam in lambdas):
+        raise UserError(f"--lambdas: every λ must be > 0, got {lambdas}")
+    workdir = Path(tempfile.mkdtemp(prefix="rrsi-tune-"))
+    _init_ray(None, args.num_cpus)
+    result = tune(scenario, lambdas, args.rounds or scenario.rounds, seeds, workdir, HubConfig(validation=args.validation))
+    table = Table(title=f"λ tuning on {scenario.name} ({result['rounds']} rounds, seeds {seeds})")
+    for col in ["λ", "first-fix success", "stability", "final failure", "updates"]:
+        table.add_column(col, justify="right")
+    for r in result["results"]:
+        fix = "—" if r["first_fix"] is None else f"{r['first_fix']:.2f}"
+        table.add_row(f"{r['lam']:g}", fix, f"{r['stability']:.2f}", f"{r['final_failure']:.3f}", f"{r['updates']:.1f}")
+    console.print(table)
+    console.print(f"recommended λ = {result['recommended']:g}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=2))
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="rrsi", description="RRSI Hub: multi-agent reflection hub on Ray")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -135,6 +189,21 @@ def build_parser() -> argparse.ArgumentParser:
                       help="how a candidate proves itself before promotion (default: shadow replay of the last tasks)")
     demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
     demo.set_defaults(func=cmd_demo)
+    for name, text in [("approve", "approve a blocked plan (high-risk change)"), ("reject", "reject a blocked plan")]:
+        cmd = sub.add_parser(name, help=text)
+        cmd.add_argument("plan_id")
+        cmd.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
+        cmd.add_argument("--address", help="ask the hub actor of this Ray cluster instead of opening the store")
+        cmd.set_defaults(func=cmd_approve)
+    tune_cmd = sub.add_parser("tune", help="pick λ by shadow runs of a scenario")
+    tune_cmd.add_argument("--scenario", help="scenario YAML file or bundled scenario name (default: loan-approval)")
+    tune_cmd.add_argument("--lambdas", default="0.001,0.01,0.1,1.0")
+    tune_cmd.add_argument("--seeds", default="0")
+    tune_cmd.add_argument("--rounds", type=int)
+    tune_cmd.add_argument("--validation", choices=["shadow", "canary", "none"], default="shadow")
+    tune_cmd.add_argument("--num-cpus", type=int)
+    tune_cmd.add_argument("--json")
+    tune_cmd.set_defaults(func=cmd_tune)
     return parser
 
 

@@ -24,3 +24,20 @@ def test_bad_scenario_exits_2_and_runs_nothing(tmp_path, capsys):
 def test_nonpositive_rounds_exit_2(capsys):
     assert main(["demo", "--rounds", "0"]) == 2
     assert "--rounds" in capsys.readouterr().err
+
+
+def test_approve_needs_a_store_and_a_blocked_plan(tmp_path, capsys):
+    assert main(["approve", "plan-x", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert "no hub store" in capsys.readouterr().err
+    from rrsi.hub.hub import ReflectionHub
+
+    ReflectionHub(str(tmp_path / "hub.sqlite"))
+    assert main(["approve", "plan-x", "--store", str(tmp_path / "hub.sqlite")]) == 2
+    assert "no plan 'plan-x'" in capsys.readouterr().err
+
+
+def test_tune_refuses_bad_lambdas(capsys):
+    assert main(["tune", "--lambdas", "0.1,zero"]) == 2
+    assert main(["tune", "--lambdas", "0.1,-1"]) == 2
+    assert "--lambdas" in capsys.readouterr().err
+    assert not ray.is_initialized()
