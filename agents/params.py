@@ -1,8 +1,6 @@
 """An agent's parameter store: validated values, numbered versions, rollback."""
 from __future__ import annotations
 
-import math
-
 from rrsi.errors import SchemaError, UnknownParam
 from rrsi.schema import Action, AgentSpec
 
@@ -68,4 +66,4 @@ class ParamStore:
 
     def drift(self) -> float:
         """‖z − z_init‖₂ in normalized coordinates."""
-        return math.sqrt(sum((p.normalize(self.values[p.name]) - p.normalize(p.init)) ** 2 for p in self.spec.params))
+        return self.spec.drift(self.values)

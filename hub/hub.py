@@ -6,7 +6,9 @@ or harness resumes from the store.
 """
 from __future__ import annotations
 
+import functools
 import logging
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -16,7 +18,7 @@ import ray
 from rrsi.agents.harness import harness_name
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownPlan
+from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownIncident, UnknownPlan
 from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.schema import Action, AgentSpec, StepRecord, Trace, UpdatePlan, validate
@@ -24,6 +26,7 @@ from rrsi.store import Store
 
 from rrsi.hub.canary import canary_verdict, shadow_verdict
 from rrsi.hub.gating import Gate
+from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.incidents import group_traces, make_incident
 from rrsi.hub.rule_reflector import RuleReflector
 from rrsi.hub.updater import plan_update
@@ -33,6 +36,17 @@ __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_
 HUB_NAME = "rrsi-hub"
 NAMESPACE = "rrsi"
 log = logging.getLogger(__name__)
+
+
+def _locked(method):
+    """Run a method under the hub's lock: the analysis loop thread and actor calls take turns."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class ReflectionHub:
@@ -46,6 +60,8 @@ class ReflectionHub:
 
     def __init__(self, store_path: str = ":memory:", config: HubConfig | dict | None = None, namespace: str = NAMESPACE) -> None:
         self.config = validate(HubConfig, config or {}, where="config")
+        self._lock = threading.RLock()
+        self._loop: threading.Event | None = None
         self.store = Store(store_path)
         self.namespace = namespace
         self.registry: ErrorCodeRegistry = default_registry()
@@ -53,16 +69,19 @@ class ReflectionHub:
         self.graph = DependencyGraph()
         for spec in self.store.agents():
             self._add(spec)
-        self.pending: set[str] = set()
+        covered = {t for inc in self.store.incidents() for t in inc.trace_ids}
+        self.pending: set[str] = self.store.failing_trace_ids() - covered  # a restarted hub resumes here
         self.evidence: dict[str, list[StepRecord]] = {}
         self.reflector = RuleReflector(self.registry, self.config)
         self.gate = Gate(self.store, self.registry, self.config)
+        self.metrics = HubMetrics()
 
     def _add(self, spec: AgentSpec) -> None:
         self.registry.register_agent(spec)
         self.specs[spec.name] = spec
         self.graph.add_agent(spec)
 
+    @_locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
         """Register (or re-register) an agent; its dependencies must be registered first."""
         spec = validate(AgentSpec, spec, where="spec")
@@ -87,6 +106,7 @@ class ReflectionHub:
         if record.error_code is not None and record.error_code not in self.registry:
             self.registry.get(record.error_code)
 
+    @_locked
     def ingest(self, records: Iterable[StepRecord | dict]) -> int:
         """Validate every record, then store them all; a bad record rejects the batch unchanged."""
         checked = []
@@ -96,6 +116,7 @@ class ReflectionHub:
             checked.append(record)
         return self._store(checked)
 
+    @_locked
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         checked = []
@@ -111,8 +132,10 @@ class ReflectionHub:
     def _store(self, records: list[StepRecord]) -> int:
         new = self.store.add_records(records)
         self.pending.update(r.trace_id for r in records if r.failed)
+        self.metrics.ingested(records, {c.code: c.error_type for c in self.registry})
         return new
 
+    @_locked
     def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id: str | None = None) -> None:
         """Persist a parameter version an agent installed on its own (the seed's loop)."""
         if agent not in self.specs:
@@ -126,6 +149,7 @@ class ReflectionHub:
         latest = self.store.latest_promoted(agent)
         return (latest[0], latest[1]) if latest else (0, self.specs[agent].init_values())
 
+    @_locked
     def analyze(self) -> dict[str, Any]:
         """One pass of the loop: settle approvals and canaries, then turn pending failures into incidents.
 
@@ -133,6 +157,7 @@ class ReflectionHub:
         state changed in this pass.
         """
         report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": []}
+        self._reconcile(self.specs)
         self._review_approved(report)
         self._review_canaries(report)
         ids, self.pending = sorted(self.pending), set()
@@ -144,7 +169,12 @@ class ReflectionHub:
             self.graph.learn(t)
         for group in group_traces(traces, self.graph, self.config.incident_window_s):
             self._analyze_group(group, report)
+        self.metrics.analysed()
         return report
+
+    def _report(self, report: dict, plan: UpdatePlan) -> None:
+        report["plans"].append(plan.model_dump())
+        self.metrics.plan(plan.state)
 
     def _busy(self) -> set[str]:
         """Agents with a plan under validation: no new plan for them until it is settled."""
@@ -157,15 +187,17 @@ class ReflectionHub:
         self.store.put_incident(incident)
         report["incidents"].append(incident.incident_id)
         report["trace_roots"].update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
+        self.metrics.incident(time.perf_counter() - t0)
         for step in (s for t in group for s in root_steps(t)):
             self.evidence.setdefault(step.agent, []).append(step)
         busy = self._busy()
         agents = [a for a in incident.failing_agents if a not in busy]
         standing = [s for a in agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
+        t1 = time.perf_counter()
         joint = self.reflector.reflect(incident.incident_id, incident.attribution, standing, self.specs)
-        log.debug("incident %s analysed in %.1f ms", incident.incident_id, 1e3 * (time.perf_counter() - t0))
         if joint is None:
             return
+        self.metrics.reflection(joint.backend, time.perf_counter() - t1)
         self.store.put_reflection(joint)
         for r in joint.reflections:
             self.evidence.pop(r.agent, None)
@@ -177,13 +209,13 @@ class ReflectionHub:
                 gates = [d for d in decisions if not d.eligible]
                 plan = plan.model_copy(update={"plan_id": plan.plan_id + "-held", "gates": gates}).transition("blocked")
                 self.store.put_plan(plan)
-                report["plans"].append(plan.model_dump())
+                self._report(report, plan)
         if eligible is not None:
             plan = plan_update(eligible, self.specs, current, self.config, self.graph)
             if plan is not None:
                 plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible]})
                 self.store.put_plan(plan)
-                report["plans"].append(self._validate(plan).model_dump())
+                self._report(report, self._validate(plan))
 
     def _validate(self, plan: UpdatePlan) -> UpdatePlan:
         """Start the configured validation of a proposed plan; shadow and none settle at once."""
@@ -205,9 +237,7 @@ class ReflectionHub:
     def _start_canary(self, plan: UpdatePlan) -> UpdatePlan:
         updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
         plan = plan.model_copy(update={"updates": updates}).transition("canary")
-        for u in updates:
-            self.store.put_params(u.agent, u.version_new, u.theta_new, "canary", plan.plan_id)
-        self.store.put_plan(plan)
+        self.store.put_plan_with_params(plan, "canary")
         return plan
 
     def _push_candidates(self, plan: UpdatePlan) -> None:
@@ -224,9 +254,9 @@ class ReflectionHub:
             decision, verdict = canary_verdict(total(cand), total(inc), self.config)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":
-                report["plans"].append(self.promote(plan).model_dump())
+                self._report(report, self.promote(plan))
             elif decision == "rollback":
-                report["plans"].append(self.rollback(plan).model_dump())
+                self._report(report, self.rollback(plan))
             else:
                 self.store.put_plan(plan)
                 self._push_candidates(plan)  # a restarted harness gets its candidate back
@@ -246,7 +276,7 @@ class ReflectionHub:
             ]
             plan = plan.model_copy(update={"gates": gates})
             if all(g.eligible for g in gates):
-                report["plans"].append(self._validate(plan.transition("proposed")).model_dump())
+                self._report(report, self._validate(plan.transition("proposed")))
             else:
                 self.store.put_plan(plan)
 
@@ -254,6 +284,7 @@ class ReflectionHub:
     def _theta(plan: UpdatePlan, gate) -> float:
         return next(u.theta_new[gate.param] for u in plan.updates if u.agent == gate.agent)
 
+    @_locked
     def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> dict:
         """Record a human decision on a blocked plan; the next ``analyze`` acts on it."""
         plan = self.store.plan(plan_id)
@@ -276,24 +307,31 @@ class ReflectionHub:
         if plan.state == "proposed":
             plan = plan.model_copy(update={"updates": [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]})
         plan = plan.transition("promoted")
-        for u in plan.updates:
-            self.store.put_params(u.agent, u.version_new, u.theta_new, "promoted", plan.plan_id)
-        self.store.put_plan(plan)
+        self.store.put_plan_with_params(plan, "promoted")
         self._install(plan)
+        for u in plan.updates:
+            self.metrics.drift(u.agent, self.specs[u.agent].drift(u.theta_new))
         return plan
 
     def rollback(self, plan: UpdatePlan) -> UpdatePlan:
         """Persist the plan as rolled back, then return its agents to the last promoted params."""
         plan = plan.transition("rolled_back")
-        for u in plan.updates:
-            self.store.put_params(u.agent, u.version_new, u.theta_new, "rolled_back", plan.plan_id)
-        self.store.put_plan(plan)
-        for u in plan.updates:
-            handle = self._harness(u.agent)
-            if handle is not None:
-                version, values = self.current_params(u.agent)
-                ray.get(handle.set_params.remote(version, values))
+        self.store.put_plan_with_params(plan, "rolled_back")
+        self._reconcile([u.agent for u in plan.updates])
         return plan
+
+    def _reconcile(self, agents) -> None:
+        """Bring live harnesses to the last promoted params in the store (after a crash or a rollback)."""
+        for agent in agents:
+            handle = self._harness(agent)
+            if handle is None:
+                continue
+            version, values = self.current_params(agent)
+            try:
+                if ray.get(handle.get_params.remote())[0] != version:
+                    ray.get(handle.set_params.remote(version, values))
+            except ray.exceptions.RayActorError as exc:
+                log.warning("harness %s unreachable (%s); it reads its params from the store on restart", agent, exc)
 
     def _harness(self, agent: str):
         if not ray.is_initialized():
@@ -312,13 +350,74 @@ class ReflectionHub:
             except (ray.exceptions.RayActorError, RRSIError) as exc:
                 log.warning("plan %s: a harness did not take its update now (%s); it resumes from the store", plan.plan_id, exc)
 
-    def stats(self) -> dict[str, int]:
+    @_locked
+    def rollback_plan(self, plan_id: str) -> dict:
+        """Roll back a promoted (or canary) plan: its agents return to their previous promoted params."""
+        plan = self.store.plan(plan_id)
+        if plan is None:
+            raise UnknownPlan(f"plan_id: no plan {plan_id!r}")
+        if plan.state not in ("promoted", "canary"):
+            raise SchemaError(f"plan_id: plan {plan_id} is {plan.state!r}; only promoted or canary plans can be rolled back")
+        return self.rollback(plan).model_dump()
+
+    def incidents(self, limit: int = 50) -> list[dict]:
+        """The latest incidents, newest first, with their root agent and plan states."""
+        plans: dict[str, list[str]] = {}
+        for p in self.store.plans():
+            plans.setdefault(p.incident_id, []).append(f"{p.plan_id}:{p.state}")
+        out = []
+        for inc in reversed(self.store.incidents()[-limit:]):
+            att = inc.attribution
+            out.append({
+                "incident_id": inc.incident_id, "created_at": inc.created_at, "traces": len(inc.trace_ids),
+                "failing_agents": inc.failing_agents, "root_agent": att.root_agent if att else None,
+                "plans": plans.get(inc.incident_id, []),
+            })
+        return out
+
+    def incident_view(self, incident_id: str) -> dict:
+        """The cross-agent view of one incident: steps, blame, joint reflection, plans and their states."""
+        inc = self.store.incident(incident_id)
+        if inc is None:
+            raise UnknownIncident(f"incident_id: no incident {incident_id!r}")
+        reflection = self.store.reflection(incident_id)
+        return {
+            "incident": inc.model_dump(),
+            "reflection": reflection.model_dump() if reflection else None,
+            "plans": [p.model_dump() for p in self.store.plans() if p.incident_id == incident_id],
+        }
+
+    def start_loop(self, interval_s: float = 10.0) -> bool:
+        """Analyse every ``interval_s`` seconds in a background thread; False if already running."""
+        if not interval_s > 0:
+            raise SchemaError(f"interval_s: expected a positive number of seconds, got {interval_s!r}")
+        if self._loop is not None:
+            return False
+        stop = self._loop = threading.Event()
+
+        def loop() -> None:
+            while not stop.wait(interval_s):
+                try:
+                    self.analyze()
+                except RRSIError as exc:
+                    log.error("analysis loop: %s", exc)
+
+        threading.Thread(target=loop, name="rrsi-analysis", daemon=True).start()
+        return True
+
+    def stop_loop(self) -> None:
+        if self._loop is not None:
+            self._loop.set()
+            self._loop = None
+
+    def stats(self) -> dict[str, Any]:
         return {
             "agents": len(self.specs),
             "records": self.store.count_records(),
             "incidents": len(self.store.incidents()),
             "plans": len(self.store.plans()),
             "pending_traces": len(self.pending),
+            "analysis_loop": self._loop is not None,
         }
 
 

@@ -135,6 +135,62 @@ def _hub_for(args: argparse.Namespace):
     return lambda method, *a: getattr(hub, method)(*a)
 
 
+def _print_json(data) -> None:
+    console.print_json(json.dumps(data, default=str))
+
+
+def cmd_hub_start(args: argparse.Namespace) -> int:
+    from rrsi.config import HubConfig, default_home
+    from rrsi.hub.hub import get_or_create_hub
+
+    import ray
+
+    if args.detached and not args.address:
+        raise UserError("--detached: a detached hub needs a cluster that outlives this command; pass --address (e.g. after `ray start --head`)")
+    _init_ray(args.address, args.num_cpus)
+    store = Path(args.store) if args.store else default_home() / "hub.sqlite"
+    hub = get_or_create_hub(str(store), HubConfig(approval=args.approval, validation=args.validation), detached=args.detached)
+    ray.get(hub.start_loop.remote(args.interval))
+    console.print(f"hub 'rrsi-hub' (namespace rrsi) is up; store {store}; analysing every {args.interval:g} s")
+    if args.detached:
+        return 0
+    console.print("[dim]serving until Ctrl-C[/dim]")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        ray.get(hub.stop_loop.remote())
+    return 0
+
+
+def cmd_query(args: argparse.Namespace) -> int:
+    """hub status, agents list, incidents list/show, rollback: one hub call each, printed."""
+    call = _hub_for(args)
+    if args.command == "rollback":
+        plan = call("rollback_plan", args.plan_id)
+        console.print(f"plan {plan['plan_id']}: rolled back; agents {[u['agent'] for u in plan['updates']]} are on their previous params")
+        return 0
+    if args.what == "status":
+        _print_json(call("stats"))
+    elif args.what == "list" and args.command == "agents":
+        table = Table(title="agents")
+        for col in ["agent", "depends on", "params"]:
+            table.add_column(col)
+        for a in call("agents"):
+            table.add_row(a["name"], ", ".join(a["depends_on"]), ", ".join(p["name"] for p in a["params"]))
+        console.print(table)
+    elif args.what == "list":
+        table = Table(title="incidents (newest first)")
+        for col in ["incident", "traces", "failing agents", "root agent", "plans"]:
+            table.add_column(col)
+        for i in call("incidents", args.limit):
+            table.add_row(i["incident_id"], str(i["traces"]), ", ".join(i["failing_agents"]), str(i["root_agent"]), " ".join(i["plans"]))
+        console.print(table)
+    else:
+        _print_json(call("incident_view", args.incident_id))
+    return 0
+
+
 def cmd_approve(args: argparse.Namespace) -> int:
     call = _hub_for(args)
     decision = "approved" if args.command == "approve" else "rejected"
@@ -195,6 +251,31 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
         cmd.add_argument("--address", help="ask the hub actor of this Ray cluster instead of opening the store")
         cmd.set_defaults(func=cmd_approve)
+    hub_cmd = sub.add_parser("hub", help="run or inspect the hub service").add_subparsers(dest="what", required=True)
+    start = hub_cmd.add_parser("start", help="start the named hub actor and its analysis loop")
+    start.add_argument("--address", help="Ray cluster to join (default: start Ray here and serve until Ctrl-C)")
+    start.add_argument("--detached", action="store_true", help="leave the hub running after this command (needs --address)")
+    start.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
+    start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
+    start.add_argument("--approval", choices=["manual", "auto"], default="manual")
+    start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
+    start.add_argument("--num-cpus", type=int)
+    start.set_defaults(func=cmd_hub_start)
+    views = [
+        (hub_cmd.add_parser("status", help="counts of agents, records, incidents, plans"), "status"),
+        (sub.add_parser("agents", help="registered agents").add_subparsers(dest="what", required=True).add_parser("list"), "list"),
+    ]
+    incidents = sub.add_parser("incidents", help="cross-agent incidents").add_subparsers(dest="what", required=True)
+    listing = incidents.add_parser("list")
+    listing.add_argument("--limit", type=int, default=50)
+    show = incidents.add_parser("show", help="steps, blame, joint reflection, plan and state of one incident")
+    show.add_argument("incident_id")
+    rollback = sub.add_parser("rollback", help="roll back a promoted plan")
+    rollback.add_argument("plan_id")
+    for cmd in [v for v, _ in views] + [listing, show, rollback]:
+        cmd.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
+        cmd.add_argument("--address", help="ask the hub actor of this Ray cluster instead of opening the store")
+        cmd.set_defaults(func=cmd_query)
     tune_cmd = sub.add_parser("tune", help="pick λ by shadow runs of a scenario")
     tune_cmd.add_argument("--scenario", help="scenario YAML file or bundled scenario name (default: loan-approval)")
     tune_cmd.add_argument("--lambdas", default="0.001,0.01,0.1,1.0")

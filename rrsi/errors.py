@@ -13,10 +13,12 @@ __all__ = [
     "UserError",
     "SchemaError",
     "ScenarioError",
+    "NotFound",
     "UnknownErrorCode",
     "UnknownParam",
     "UnknownAgent",
     "UnknownPlan",
+    "UnknownIncident",
     "RuntimeFailure",
     "StoreError",
     "ActorFailure",
@@ -40,32 +42,31 @@ class ScenarioError(UserError, ValueError):
     """A scenario file is malformed: unknown key, value out of bounds, cycle or unknown dependency."""
 
 
-class UnknownErrorCode(UserError, KeyError):
-    """An error code that the registry does not know."""
+class NotFound(UserError, KeyError):
+    """Something named by the caller does not exist; the message lists what does."""
 
     def __str__(self) -> str:  # KeyError would quote the message
         return str(self.args[0])
 
 
-class UnknownParam(UserError, KeyError):
+class UnknownErrorCode(NotFound):
+    """An error code that the registry does not know."""
+
+
+class UnknownParam(NotFound):
     """A parameter that the agent did not declare."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])
 
-
-class UnknownAgent(UserError, KeyError):
+class UnknownAgent(NotFound):
     """An agent that is not registered."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])
 
-
-class UnknownPlan(UserError, KeyError):
+class UnknownPlan(NotFound):
     """A plan id the store does not hold."""
 
-    def __str__(self) -> str:
-        return str(self.args[0])
+
+class UnknownIncident(NotFound):
+    """An incident id the store does not hold."""
 
 
 class RuntimeFailure(RRSIError):

@@ -141,6 +141,10 @@ class AgentSpec(_Model):
     def init_values(self) -> dict[str, float]:
         return {p.name: float(p.init) for p in self.params}
 
+    def drift(self, values: dict[str, float]) -> float:
+        """‖z − z_init‖₂ in normalized coordinates."""
+        return math.sqrt(sum((p.normalize(values[p.name]) - p.normalize(p.init)) ** 2 for p in self.params))
+
 
 class Summary(_Model):
     """A truncated text plus the hash and length of the full text: never raw tokens."""

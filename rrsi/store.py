@@ -58,12 +58,17 @@ class Store:
         self._lock = threading.Lock()
 
     def _write(self, sql: str, rows: Iterable[tuple]) -> int:
+        return self._transaction([(sql, rows)])
+
+    def _transaction(self, statements: list[tuple[str, Iterable[tuple]]]) -> int:
+        """Run every statement in one transaction: all of them take effect or none does."""
         with self._lock:
             try:
                 cur = self._db.cursor()
                 cur.execute("BEGIN IMMEDIATE")
                 before = self._db.total_changes
-                cur.executemany(sql, rows)
+                for sql, rows in statements:
+                    cur.executemany(sql, rows)
                 cur.execute("COMMIT")
                 return self._db.total_changes - before
             except sqlite3.Error as exc:
@@ -143,6 +148,19 @@ class Store:
     def put_plan(self, plan: UpdatePlan) -> None:
         rows = [(plan.plan_id, plan.incident_id, plan.state, plan.created_at, plan.model_dump_json())]
         self._write("INSERT OR REPLACE INTO plans VALUES (?,?,?,?,?)", rows)
+
+    def put_plan_with_params(self, plan: UpdatePlan, params_state: str) -> None:
+        """Persist a plan and its agents' new param versions (in ``params_state``) atomically."""
+        now = time.time()
+        versions = [(u.agent, u.version_new, params_state, plan.plan_id, now, json.dumps(u.theta_new)) for u in plan.updates]
+        self._transaction([
+            ("INSERT OR REPLACE INTO param_versions VALUES (?,?,?,?,?,?)", versions),
+            ("INSERT OR REPLACE INTO plans VALUES (?,?,?,?,?)", [(plan.plan_id, plan.incident_id, plan.state, plan.created_at, plan.model_dump_json())]),
+        ])
+
+    def failing_trace_ids(self) -> set[str]:
+        """Traces with at least one failed step."""
+        return {t for (t,) in self._read("SELECT DISTINCT trace_id FROM records WHERE error_code IS NOT NULL")}
 
     def plan(self, plan_id: str) -> UpdatePlan | None:
         rows = self._read("SELECT body FROM plans WHERE plan_id = ?", (plan_id,))
