@@ -121,5 +121,10 @@ def test_injected_text_cannot_move_a_high_risk_param(tmp_path):
     assert [p["state"] for p in report["plans"]] == ["blocked"]
     assert "awaiting human approval" in report["plans"][0]["gates"][0]["reason"]
     assert hub.current_params("guard") == (0, {"tool_call_timeout": 30.0})
+    held = report["plans"][0]["plan_id"]
+    hub.approve(held)
+    [approved] = hub.analyze()["plans"]
+    assert approved["plan_id"] == held and approved["state"] == "promoted"
+    assert hub.current_params("guard")[1]["tool_call_timeout"] < 30.0
     with pytest.raises(SchemaError, match="only blocked plans"):
-        hub.approve(report["plans"][0]["plan_id"].removesuffix("-held"))
+        hub.approve(held)
