@@ -11,7 +11,7 @@ import random
 from rrsi.errors import SchemaError
 from rrsi.schema import Attribution, StepRecord, Trace
 
-__all__ = ["root_steps", "most_upstream", "first_failing", "random_failing"]
+__all__ = ["root_steps", "most_upstream", "first_failing", "random_failing", "combine", "blamed_steps"]
 
 
 def root_steps(trace: Trace) -> list[StepRecord]:
@@ -83,3 +83,9 @@ def combine(attributions: list[Attribution], model: str | None = None) -> Attrib
         decisive_step=decisive,
         model=model or attributions[0].model,
     )
+
+
+def blamed_steps(trace: Trace, attribution: Attribution) -> list[StepRecord]:
+    """The steps an attribution holds responsible: blame of at least half the top blame."""
+    top = max(attribution.step_blame.values(), default=0.0)
+    return [s for s in trace.steps if top > 0 and attribution.step_blame.get(s.step_id, 0.0) >= top / 2]

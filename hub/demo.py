@@ -105,6 +105,7 @@ class PipelineRun:
         depth = DependencyGraph(scenario.specs()).depth()
         self.levels = [[a for a in scenario.order() if depth[a] == d] for d in range(max(depth.values()) + 1)]
         self.result = ModeResult(mode=mode)
+        self.attribution_model: str | None = None
 
     def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
         """Run one round of tasks level by level; returns trace → agent → outcome."""
@@ -138,6 +139,7 @@ class PipelineRun:
             by_state: dict[str, list[str]] = {}
             for p in report["plans"]:
                 by_state.setdefault(p["state"], []).extend(u["agent"] for u in p["updates"])
+            self.attribution_model = report["attribution_model"]
             return by_state, report["trace_roots"]
         if self.mode == "independent":
             names = list(self.harnesses)
@@ -174,7 +176,7 @@ class PipelineRun:
             spurious_updates=sum(1 for a in updated if a not in causes),
             root_causes=sorted(causes),
             attribution_top1=sum(hits) / len(hits) if hits else None,
-            attribution_model=self.config.attribution if self.mode == "hub" else None,
+            attribution_model=self.attribution_model,
             drift=dict(zip(names, drifts)),
         )
         self.result.rounds.append(result)

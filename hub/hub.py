@@ -19,9 +19,10 @@ from rrsi.agents.harness import harness_name
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownIncident, UnknownPlan
-from rrsi.graph.baselines import combine, most_upstream, root_steps
+from rrsi.graph.baselines import blamed_steps, combine, most_upstream
+from rrsi.graph.features import own_failure_rates
 from rrsi.graph.dependency import DependencyGraph
-from rrsi.schema import Action, AgentSpec, StepRecord, Trace, UpdatePlan, validate
+from rrsi.schema import Action, AgentSpec, Attribution, StepRecord, Trace, UpdatePlan, validate
 from rrsi.store import Store
 
 from rrsi.hub.canary import canary_verdict, shadow_verdict
@@ -75,6 +76,7 @@ class ReflectionHub:
         self.reflector = RuleReflector(self.registry, self.config)
         self.gate = Gate(self.store, self.registry, self.config)
         self.metrics = HubMetrics()
+        self._model = None
 
     def _add(self, spec: AgentSpec) -> None:
         self.registry.register_agent(spec)
@@ -156,7 +158,7 @@ class ReflectionHub:
         Returns the incidents created, the predicted root agent per trace, and every plan whose
         state changed in this pass.
         """
-        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": []}
+        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": [], "attribution_model": self.config.attribution}
         self._reconcile(self.specs)
         self._review_approved(report)
         self._review_canaries(report)
@@ -172,6 +174,16 @@ class ReflectionHub:
         self.metrics.analysed()
         return report
 
+    def _attribute(self, group: list[Trace]) -> list[Attribution]:
+        """One attribution per trace by the configured model (the GNN is loaded, or trained, once)."""
+        if self.config.attribution == "most_upstream":
+            return [most_upstream(t) for t in group]
+        if self._model is None:
+            from rrsi.graph.attribution import load_default_model
+
+            self._model = load_default_model(self.config.attribution_model)
+        return self._model.attribute(group, own_failure_rates(group))
+
     def _report(self, report: dict, plan: UpdatePlan) -> None:
         report["plans"].append(plan.model_dump())
         self.metrics.plan(plan.state)
@@ -182,13 +194,13 @@ class ReflectionHub:
 
     def _analyze_group(self, group: list[Trace], report: dict) -> None:
         t0 = time.perf_counter()
-        per_trace = [most_upstream(t) for t in group]
+        per_trace = self._attribute(group)
         incident = make_incident(group).model_copy(update={"attribution": combine(per_trace)})
         self.store.put_incident(incident)
         report["incidents"].append(incident.incident_id)
         report["trace_roots"].update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         self.metrics.incident(time.perf_counter() - t0)
-        for step in (s for t in group for s in root_steps(t)):
+        for step in (s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)):
             self.evidence.setdefault(step.agent, []).append(step)
         busy = self._busy()
         agents = [a for a in incident.failing_agents if a not in busy]

@@ -106,7 +106,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
     _init_ray(args.address, args.num_cpus)
     start = time.perf_counter()
-    config = HubConfig(approval=args.approval, validation=args.validation, lam=args.lam)
+    config = HubConfig(approval=args.approval, validation=args.validation, lam=args.lam, attribution=args.attribution)
     result = run_demo(scenario, modes, rounds, args.seed, workdir, config, on_round=_print_round)
     result["seconds"] = time.perf_counter() - start
     console.print(_comparison(result))
@@ -244,6 +244,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--validation", choices=["shadow", "canary", "none"], default="shadow",
                       help="how a candidate proves itself before promotion (default: shadow replay of the last tasks)")
     demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
+    demo.add_argument("--attribution", choices=["gnn", "most_upstream"], default="gnn",
+                      help="who blames: the attribution GNN (trained on first use) or the most-upstream baseline")
     demo.set_defaults(func=cmd_demo)
     for name, text in [("approve", "approve a blocked plan (high-risk change)"), ("reject", "reject a blocked plan")]:
         cmd = sub.add_parser(name, help=text)
@@ -276,6 +278,9 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
         cmd.add_argument("--address", help="ask the hub actor of this Ray cluster instead of opening the store")
         cmd.set_defaults(func=cmd_query)
+    from rrsi.cli_graph import add_commands as add_graph_commands
+
+    add_graph_commands(sub)
     tune_cmd = sub.add_parser("tune", help="pick λ by shadow runs of a scenario")
     tune_cmd.add_argument("--scenario", help="scenario YAML file or bundled scenario name (default: loan-approval)")
     tune_cmd.add_argument("--lambdas", default="0.001,0.01,0.1,1.0")

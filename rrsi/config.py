@@ -38,7 +38,9 @@ class HubConfig(_Model):
     last update (at most ``max_evidence``); ``incident_window_s`` bounds how far apart in time two failing traces
     may be and still form one incident.
 
-    The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
+    ``attribution`` picks who blames: the attribution GNN (checkpoint ``attribution_model``,
+    default ``~/.rrsi/models/attribution.pt``, trained on first use) or the most-upstream
+    failing agent baseline. The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
     agents of a plan), the gate (``medium_confidence``, ``high_confidence``,
     ``high_risk_min_errors`` same-type errors within ``evidence_window_s``, ``approval``) and
     the validation before promotion (``validation``: a ``canary`` share of live tasks by
@@ -56,7 +58,8 @@ class HubConfig(_Model):
     min_evidence: int = Field(default=5, ge=1)
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
-    attribution: str = Field(default="most_upstream")
+    attribution: Literal["gnn", "most_upstream"] = "gnn"
+    attribution_model: str | None = None
     mu: float = Field(default=1.0, ge=0.0)
     trust_region: float = Field(default=0.3, gt=0.0)
     medium_confidence: float = Field(default=0.6, ge=0.0, le=1.0)

@@ -57,7 +57,11 @@ def test_ingest_is_idempotent(hub):
     assert hub.stats()["records"] == 2
 
 
-def test_cascade_blames_upstream_and_updates_only_it(hub):
+@pytest.mark.parametrize("attribution", ["gnn", "most_upstream"])
+def test_cascade_blames_upstream_and_updates_only_it(tmp_path, attribution):
+    hub = ReflectionHub(str(tmp_path / "hub.sqlite"), {"validation": "none", "attribution": attribution})
+    hub.register_agent(UP)
+    hub.register_agent(DOWN)
     for i in range(12):
         hub.ingest(cascade(i))
     report = hub.analyze()
@@ -71,7 +75,7 @@ def test_cascade_blames_upstream_and_updates_only_it(hub):
     assert version == 1 and values == plan["updates"][0]["theta_new"]
     assert hub.current_params("down") == (0, {"length": 0.5})
     incident = hub.store.incident(report["incidents"][0])
-    assert incident.attribution.root_agent == "up" and incident.attribution.model == "most_upstream"
+    assert incident.attribution.root_agent == "up" and incident.attribution.model == attribution
     assert hub.store.reflection(incident.incident_id).root_agent == "up"
 
 

@@ -1,0 +1,195 @@
+"""Node features of one trace: what the attribution GNN knows about each step and agent.
+
+Nothing here depends on an agent's name, so a model transfers to unseen agents and longer
+traces. Step features (``STEP_FEATURES``, in order) describe failure status and its
+position relative to other failures, position in the trace and among the agent's own
+steps, timing, tool use, the agent's historical failure rate where known, the error type,
+and the cosine similarity of the step text to the task text. Agent features
+(``AGENT_FEATURES``) aggregate the agent's steps and its place in the trace.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+
+from rrsi.schema import ERROR_TYPES, Trace
+
+__all__ = ["STEP_FEATURES", "AGENT_FEATURES", "TraceFeatures", "trace_features", "own_failure_rates"]
+
+STEP_FEATURES: tuple[str, ...] = (
+    "failed", "parents_failed_frac", "failing_ancestor", "upstream_root", "failing_child",
+    "rel_index", "is_first", "is_last", "log_index", "rel_depth", "n_parents", "n_children",
+    "agent_rel_pos", "agent_first", "agent_last", "log_time", "rel_time_rank",
+    "calls_tools", "log_tool_calls", "tool_output", "first_tool_caller", "agent_first_tool_call",
+    "log_chars", "history_rate", "history_known",
+    *(f"type_{t}" for t in ERROR_TYPES), "type_unknown",
+    "task_similarity", "next_tool_output", "prev_tool_output", "agent_share", "log_agents", "log_steps",
+)
+AGENT_FEATURES: tuple[str, ...] = (
+    "any_failed", "failed_frac", "has_upstream_root", "step_share", "first_rel", "last_rel",
+    "first_speaker", "last_speaker", "mean_rel_depth", "tool_call_share", "tool_executor",
+    "first_tool_caller", "history_rate", "history_known", "has_upstream_agent", "has_downstream_agent",
+    "mean_task_similarity", "log_steps",
+)
+
+
+@dataclass
+class TraceFeatures:
+    """Features and structure of one trace.
+
+    Shapes:
+        step_x: ``[S, len(STEP_FEATURES)]``; agent_x: ``[A, len(AGENT_FEATURES)]``;
+        parent_edges, agent_edges: ``[2, E]`` (parent → child step, upstream → downstream agent);
+        author: ``[S]`` index of each step's agent.
+    """
+
+    step_ids: list[str]
+    agents: list[str]
+    step_x: np.ndarray
+    agent_x: np.ndarray
+    parent_edges: np.ndarray
+    agent_edges: np.ndarray
+    author: np.ndarray
+    step_candidates: np.ndarray
+    agent_candidates: np.ndarray
+
+
+def own_failure_rates(traces: list[Trace]) -> dict[str, float]:
+    """Per agent, P(step fails | none of its parent steps failed): its own failure rate,
+    with propagated failures left out as far as the traces can tell (Laplace-smoothed)."""
+    fails: dict[str, int] = {}
+    runs: dict[str, int] = {}
+    for trace in traces:
+        failed = {s.step_id for s in trace.steps if s.failed}
+        for s in trace.steps:
+            if any(p in failed for p in s.parents):
+                continue
+            runs[s.agent] = runs.get(s.agent, 0) + 1
+            fails[s.agent] = fails.get(s.agent, 0) + (s.step_id in failed)
+    return {a: (fails[a] + 0.5) / (runs[a] + 1.0) for a in runs}
+
+
+def _structure(trace: Trace) -> tuple[list[int], list[bool], list[bool], list[int]]:
+    """Per step (trace order): depth, failing-ancestor flag, failing-child flag, child count."""
+    index = {s.step_id: i for i, s in enumerate(trace.steps)}
+    n = len(trace.steps)
+    depth, tainted = [0] * n, [False] * n
+    children = [0] * n
+    failing_child = [False] * n
+    pending = list(range(n))
+    done = [False] * n
+    while pending:  # steps usually come parents-first; this settles the rare reordering too
+        rest = []
+        for i in pending:
+            parents = [index[p] for p in trace.steps[i].parents]
+            if all(done[p] or p == i for p in parents):
+                depth[i] = max((depth[p] + 1 for p in parents if p != i), default=0)
+                tainted[i] = any(trace.steps[p].failed or tainted[p] for p in parents if p != i)
+                done[i] = True
+            else:
+                rest.append(i)
+        if len(rest) == len(pending):  # a cycle: treat the remaining steps as sources
+            for i in rest:
+                done[i] = True
+            break
+        pending = rest
+    for i, s in enumerate(trace.steps):
+        for p in s.parents:
+            children[index[p]] += 1
+            failing_child[index[p]] |= s.failed
+    return depth, tainted, failing_child, children
+
+
+def trace_features(
+    trace: Trace,
+    history: Mapping[str, float] | None = None,
+    error_types: Mapping[str, str] | None = None,
+    similarity: np.ndarray | None = None,
+) -> TraceFeatures:
+    """Features of every step and agent of ``trace``.
+
+    Args:
+        history: agent → historical failure rate (e.g. :func:`own_failure_rates`); unknown
+            agents get 0 with ``history_known = 0``.
+        error_types: error code → one of :data:`rrsi.schema.ERROR_TYPES`.
+        similarity: ``[S]`` cosine similarity of each step's text to the task text.
+    """
+    steps, n = trace.steps, len(trace.steps)
+    history, error_types = history or {}, error_types or {}
+    depth, tainted, failing_child, children = _structure(trace)
+    max_depth = max(depth) or 1
+    agents = list(dict.fromkeys(s.agent for s in steps))
+    agent_index = {a: k for k, a in enumerate(agents)}
+    own: dict[str, list[int]] = {a: [] for a in agents}
+    for i, s in enumerate(steps):
+        own[s.agent].append(i)
+    time_rank = np.argsort(np.argsort([s.timestamp for s in steps], kind="stable"), kind="stable")
+    first_caller = next((i for i, s in enumerate(steps) if s.tool_calls > 0), -1)
+    sim = similarity if similarity is not None else np.zeros(n)
+    denom, log_agents, log_steps = max(n - 1, 1), math.log1p(len(agents)) / 3, math.log1p(n) / 3
+    step_index = {s.step_id: i for i, s in enumerate(steps)}
+    failed = [s.error_code is not None for s in steps]
+    rows = []
+    for i, s in enumerate(steps):
+        mine = own[s.agent]
+        k = mine.index(i)
+        parents = [step_index[p] for p in s.parents]
+        etype = error_types.get(s.error_code) if failed[i] else None
+        agent_calls = [j for j in mine if steps[j].tool_calls > 0]
+        rows.append((
+            float(failed[i]), sum(failed[p] for p in parents) / len(parents) if parents else 0.0,
+            float(tainted[i]), float(failed[i] and not tainted[i]), float(failing_child[i]),
+            i / denom, float(i == 0), float(i == n - 1), math.log1p(i) / 3, depth[i] / max_depth,
+            min(len(parents), 3) / 3, min(children[i], 3) / 3,
+            k / max(len(mine) - 1, 1), float(k == 0), float(k == len(mine) - 1),
+            math.log1p(s.execution_time), float(time_rank[i]) / denom,
+            float(s.tool_calls > 0), math.log1p(s.tool_calls), float(bool(s.tools) and s.tool_calls == 0),
+            float(i == first_caller), float(bool(agent_calls) and agent_calls[0] == i),
+            math.log1p(s.output.chars) / 10, history.get(s.agent, 0.0), float(s.agent in history),
+            *(float(etype == t) for t in ERROR_TYPES), float(failed[i] and etype not in ERROR_TYPES),
+            float(sim[i]), float(i + 1 < n and bool(steps[i + 1].tools)), float(i > 0 and bool(steps[i - 1].tools)),
+            len(mine) / n, log_agents, log_steps,
+        ))
+    step_x = np.asarray(rows, dtype=np.float32)
+    author = np.fromiter((agent_index[s.agent] for s in steps), dtype=np.int64, count=n)
+    parent_edges = np.array([(step_index[p], i) for i, s in enumerate(steps) for p in s.parents], dtype=np.int64).reshape(-1, 2).T
+    agent_pairs = sorted({(author[u], author[v]) for u, v in parent_edges.T if author[u] != author[v]})
+    agent_edges = np.array(agent_pairs, dtype=np.int64).reshape(-1, 2).T
+    agent_x = _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author, n)
+    failed = step_x[:, 0] > 0
+    step_cand = failed if failed.any() else np.ones(n, dtype=bool)
+    agent_cand = np.zeros(len(agents), dtype=bool)
+    agent_cand[author[step_cand]] = True
+    return TraceFeatures([s.step_id for s in steps], agents, step_x, agent_x, parent_edges, agent_edges, author, step_cand, agent_cand)
+
+
+def _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author, n) -> np.ndarray:
+    """Aggregate step features per agent: ``member`` is the ``[A, S]`` authorship matrix."""
+    col = {name: j for j, name in enumerate(STEP_FEATURES)}
+    member = np.zeros((len(agents), n), dtype=np.float32)
+    member[author, np.arange(n)] = 1.0
+    counts = member.sum(1)
+    sums = member @ step_x
+    mean = sums / counts[:, None]
+    has_up = np.zeros(len(agents), dtype=np.float32)
+    has_down = np.zeros(len(agents), dtype=np.float32)
+    has_up[agent_edges[1]] = 1.0
+    has_down[agent_edges[0]] = 1.0
+    denom = max(n - 1, 1)
+    first = np.array([own[a][0] for a in agents], dtype=np.float32)
+    last = np.array([own[a][-1] for a in agents], dtype=np.float32)
+    caller = np.zeros(len(agents), dtype=np.float32)
+    if first_caller >= 0:
+        caller[author[first_caller]] = 1.0
+    known = np.array([a in history for a in agents], dtype=np.float32)
+    rate = np.array([history.get(a, 0.0) for a in agents], dtype=np.float32)
+    columns = [
+        sums[:, col["failed"]] > 0, mean[:, col["failed"]], sums[:, col["upstream_root"]] > 0,
+        counts / n, first / denom, last / denom, first == 0, last == n - 1,
+        mean[:, col["rel_depth"]], mean[:, col["calls_tools"]], sums[:, col["tool_output"]] == counts,
+        caller, rate, known, has_up, has_down, mean[:, col["task_similarity"]], np.log1p(counts) / 3,
+    ]
+    return np.stack([np.asarray(c, dtype=np.float32) for c in columns], axis=1)

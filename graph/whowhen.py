@@ -1,0 +1,157 @@
+"""Who&When failure logs (ICML 2025, "Which Agent Causes Task Failures and When?") as traces.
+
+One log becomes one :class:`~rrsi.schema.Trace` with one step per ``history`` entry:
+``step_id = "step-{i}"``, the agent is the entry's ``name`` made valid (the mapping back to
+the original name is kept), each step's parent is the previous step (a group chat is a
+chain), the scratchpad is a head-and-tail summary of the message, and no step carries an
+error code: the log only says that the task failed, not which step did. The annotation
+(``mistake_agent``, ``mistake_step``, ``mistake_reason``) travels beside the trace in
+:class:`WhoWhenLabels`, never inside it, so a model cannot read the answer from the trace.
+
+AutoGen conventions map onto the record's tool fields: a message that contains fenced
+code asks for that many executions (``tool_calls``), and a message that reports an
+execution (``exitcode: ...``) is a tool output (``tools = ["code_execution"]``).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rrsi.errors import SchemaError
+from rrsi.schema import StepRecord, Summary, Trace, validate
+
+from rrsi.graph.agent_names import AgentNames
+from rrsi.graph.loading import LoadError, load_dir, read_json
+
+__all__ = ["WhoWhenLabels", "WhoWhenLog", "load_whowhen", "load_whowhen_dir", "summarize_message", "EMPTY_MESSAGE"]
+
+EMPTY_MESSAGE = "(empty message)"
+SCRATCHPAD_CHARS = 1024
+_TAIL_CHARS = 256
+_FENCE = re.compile(r"```")
+_EXECUTION = re.compile(r"^\s*exitcode:", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class WhoWhenLabels:
+    """The human annotation of one log: who made the decisive mistake, where, and why."""
+
+    mistake_agent: str
+    mistake_agent_original: str
+    mistake_step: int
+    mistake_step_id: str
+    mistake_reason: str
+
+
+@dataclass(frozen=True)
+class WhoWhenLog:
+    """One loaded log: the trace, its annotation (if any), the question and the name mapping."""
+
+    name: str
+    trace: Trace
+    labels: WhoWhenLabels | None
+    question: str
+    roles: list[str]
+    agent_names: dict[str, str] = field(default_factory=dict)
+
+    def original_agent(self, agent: str) -> str:
+        """The agent's name as the log spelled it."""
+        return self.agent_names.get(agent, agent)
+
+
+def summarize_message(content: str, limit: int = SCRATCHPAD_CHARS) -> str:
+    """The message itself when it fits in ``limit`` characters, else its head and its tail
+    (where conclusions and ``TERMINATE`` sit) joined by `` … ``; blank messages become
+    :data:`EMPTY_MESSAGE` because a scratchpad may not be blank."""
+    text = content.strip()
+    if not text:
+        return EMPTY_MESSAGE
+    if len(text) <= limit:
+        return text
+    tail = min(_TAIL_CHARS, limit // 4)
+    return f"{text[: limit - tail - 3]} … {text[-tail:]}"
+
+
+def _field(data: dict, key: str, kind: type | tuple[type, ...], where: str) -> Any:
+    if key not in data:
+        raise SchemaError(f"{where}{key}: missing")
+    value = data[key]
+    if not isinstance(value, kind):
+        expected = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise SchemaError(f"{where}{key}: expected {expected} (got {type(value).__name__})")
+    return value
+
+
+def _step(trace_id: str, task_id: str, i: int, entry: Any, previous: str, names: AgentNames) -> StepRecord:
+    if not isinstance(entry, dict):
+        raise SchemaError(f"history.{i}: expected an object with content, name, role (got {type(entry).__name__})")
+    content = _field(entry, "content", (str, type(None)), f"history.{i}.") or ""
+    agent = names(_field(entry, "name", str, f"history.{i}."))
+    return StepRecord.model_construct(
+        trace_id=trace_id,
+        step_id=f"step-{i}",
+        agent=agent,
+        task_id=task_id,
+        parents=[f"step-{i - 1}"] if i else [],
+        input=Summary.of(previous),
+        output=Summary.of(content),
+        tool_calls=len(_FENCE.findall(content)) // 2,
+        tools=["code_execution"] if _EXECUTION.match(content) else [],
+        intermediate_steps=[],
+        scratchpad=summarize_message(content),
+        execution_time=0.0,
+        error_code=None,
+        params_version=0,
+        timestamp=float(i),
+    )
+
+
+def _labels(data: dict, trace: Trace, names: AgentNames) -> WhoWhenLabels | None:
+    if "mistake_agent" not in data and "mistake_step" not in data:
+        return None
+    agent = _field(data, "mistake_agent", str, "")
+    raw_step = _field(data, "mistake_step", (str, int), "")
+    try:
+        step = int(raw_step)
+    except ValueError:
+        raise SchemaError(f"mistake_step: expected an integer index into history (got {raw_step!r})") from None
+    if not 0 <= step < len(trace.steps):
+        raise SchemaError(f"mistake_step: {step} is outside history (0..{len(trace.steps) - 1})")
+    reason = data.get("mistake_reason") or ""
+    return WhoWhenLabels(names(agent), agent, step, f"step-{step}", str(reason))
+
+
+def load_whowhen(path: str | Path) -> WhoWhenLog:
+    """Load one Who&When JSON log.
+
+    Raises:
+        SchemaError: the file is not JSON, or ``history`` is missing, empty or malformed, or
+            the annotation is inconsistent; the message names the field.
+    """
+    path = Path(path)
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise SchemaError(f"file: a Who&When log is an object with history, question, mistake_agent, ... (got {type(data).__name__})")
+    history = _field(data, "history", list, "")
+    if not history:
+        raise SchemaError("history: empty; a log needs at least one message")
+    question = data.get("question") if isinstance(data.get("question"), str) else ""
+    trace_id = f"whowhen-{path.stem}"
+    task_id = str(data.get("question_ID") or path.stem)[:128]
+    names = AgentNames()
+    steps, previous = [], question
+    for i, entry in enumerate(history):
+        steps.append(_step(trace_id, task_id, i, entry, previous, names))
+        previous = steps[-1].scratchpad
+    outcome = "success" if data.get("is_correct") is True else "failure"
+    trace = validate(Trace, {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}, where=path.name)
+    labels = _labels(data, trace, names)
+    roles = [str(e.get("role", "")) for e in history]
+    return WhoWhenLog(path.name, trace, labels, question, roles, dict(names.to_original))
+
+
+def load_whowhen_dir(directory: str | Path) -> tuple[list[WhoWhenLog], list[LoadError]]:
+    """Every ``*.json`` log of ``directory`` that loads, and the reasons the others did not."""
+    return load_dir(directory, load_whowhen)

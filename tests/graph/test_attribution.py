@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rrsi.errors import SchemaError, UserError
+from rrsi.graph.attribution import AttributionModel, attribute_incident
+from rrsi.graph.gnn import AttributionGNN, GNNConfig
+from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
+
+
+@pytest.fixture
+def model(parallel_scenario):
+    torch.manual_seed(0)
+    return AttributionModel(AttributionGNN(GNNConfig(text=False)), scenario_error_types(parallel_scenario))
+
+
+def test_attributions_blame_only_failing_candidates(model, parallel_scenario):
+    traces = [i.trace for i in synthetic_incidents(parallel_scenario, 6, seed=2)]
+    for trace, a in zip(traces, model.attribute(traces, batch_size=4)):
+        failing = trace.failing_steps()
+        assert set(a.step_blame) == {s.step_id for s in failing}
+        assert set(a.agent_blame) == {s.agent for s in failing}
+        assert sum(a.agent_blame.values()) == pytest.approx(1.0, abs=1e-5)
+        assert a.root_agent == max(a.agent_blame, key=a.agent_blame.get) and a.model == "gnn"
+
+
+def test_incident_combines_its_traces(model, parallel_scenario):
+    traces = [i.trace for i in synthetic_incidents(parallel_scenario, 3, seed=3)]
+    incident, per_trace = attribute_incident(traces, model)
+    assert set(per_trace) == {t.trace_id for t in traces}
+    assert incident.root_agent in incident.agent_blame
+    assert sum(incident.agent_blame.values()) == pytest.approx(1.0, abs=1e-5)
+    with pytest.raises(SchemaError, match="traces"):
+        attribute_incident([], model)
+
+
+def test_save_load_roundtrip(model, parallel_scenario, tmp_path):
+    traces = [i.trace for i in synthetic_incidents(parallel_scenario, 4, seed=4)]
+    path = model.save(tmp_path / "m.pt")
+    again = AttributionModel.load(path)
+    assert again.gnn.config == model.gnn.config and again.error_types == model.error_types
+    for a, b in zip(model.attribute(traces), again.attribute(traces)):
+        assert a.agent_blame == pytest.approx(b.agent_blame) and a.step_blame == pytest.approx(b.step_blame)
+
+
+def test_load_refuses_missing_and_foreign_files(tmp_path):
+    with pytest.raises(UserError, match="no checkpoint"):
+        AttributionModel.load(tmp_path / "absent.pt")
+    (tmp_path / "junk.pt").write_text("not a checkpoint")
+    with pytest.raises(UserError, match="not an attribution checkpoint"):
+        AttributionModel.load(tmp_path / "junk.pt")
+    torch.save({"version": 99}, tmp_path / "old.pt")
+    with pytest.raises(UserError, match="version"):
+        AttributionModel.load(tmp_path / "old.pt")

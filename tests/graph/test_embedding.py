@@ -1,0 +1,21 @@
+from __future__ import annotations
+
+import numpy as np
+
+from rrsi.graph.embedding import EMBED_DIM, Embedder
+
+
+def test_embeddings_are_cached_on_disk_and_reused(tmp_path):
+    first = Embedder(tmp_path)
+    vectors = first.embed(["the code failed", "the answer is 4", "the code failed"])
+    assert vectors.shape == (3, EMBED_DIM) and vectors.dtype == np.float32
+    assert first.computed == 2 and np.allclose(vectors[0], vectors[2])
+    assert len(list(tmp_path.glob("*/*.npy"))) == 2
+    second = Embedder(tmp_path)
+    again = second.embed(["the answer is 4"])
+    assert second.computed == 0 and np.allclose(again[0], vectors[1])
+
+
+def test_similar_texts_are_closer_than_unrelated_ones(tmp_path):
+    a, b, c = Embedder(tmp_path, disk=False).embed(["the python code raised an error", "the script crashed with an exception", "paris is in france"])
+    assert a @ b > a @ c

@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import pytest
+import torch
+
+from rrsi.errors import SchemaError
+from rrsi.graph.features import own_failure_rates
+from rrsi.graph.gnn import GNNConfig
+from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.graph.training import Example, TrainConfig, fit, from_synthetic, from_whowhen, root_loss
+from rrsi.graph.whowhen import load_whowhen
+
+
+def test_root_loss_is_minus_log_mass_on_roots():
+    logits = torch.zeros(5)
+    candidate = torch.ones(5, dtype=torch.bool)
+    target = torch.tensor([True, False, False, True, True])
+    batch = torch.tensor([0, 0, 0, 1, 1])
+    loss = root_loss(logits, candidate, target, batch, 2)
+    assert loss.item() == pytest.approx((-torch.log(torch.tensor(1 / 3)) + 0.0).item() / 2, abs=1e-5)
+
+
+def test_whowhen_examples_carry_the_annotation(write_json, make_log):
+    (example,) = from_whowhen([load_whowhen(write_json("1.json", make_log()))])
+    assert example.root_agents == {"Coder_Expert_2"} and example.root_steps == {"step-1"}
+
+
+def test_fit_refuses_empty_or_textless_setups(write_json, make_log):
+    with pytest.raises(SchemaError, match="examples"):
+        fit([])
+    example = from_whowhen([load_whowhen(write_json("1.json", make_log()))])
+    with pytest.raises(SchemaError, match="embedder"):
+        fit(example, GNNConfig(text=True))
+    with pytest.raises(ValueError, match="epochs"):
+        TrainConfig(epochs=0)
+
+
+def test_learns_a_positional_rule(write_json, make_log):
+    """Blame always falls on the second speaker's first message: learnable from position alone."""
+    examples = []
+    for k in range(40):
+        names = [f"A{(k + j) % 5}_Expert" for j in range(6)]
+        history = [{"content": f"message {j} of log {k}", "role": "user", "name": n} for j, n in enumerate(names)]
+        log = load_whowhen(write_json(f"{k}.json", make_log(history=history, mistake_agent=names[1], mistake_step="1")))
+        examples.append(Example(log.trace, frozenset({log.trace.steps[1].agent}), frozenset({"step-1"})))
+    model = fit(examples[:30], train_config=TrainConfig(epochs=150, weight_decay=1e-3))
+    attributions = model.attribute([e.trace for e in examples[30:]])
+    assert all(a.decisive_step == "step-1" for a in attributions)
+    assert all(a.root_agent == e.trace.steps[1].agent for a, e in zip(attributions, examples[30:]))
+
+
+@pytest.mark.slow
+def test_synthetic_training_reaches_90_percent_at_high_propagation(parallel_scenario):
+    train = list(synthetic_incidents(parallel_scenario, 600, seed=0, propagation=0.9))
+    test = list(synthetic_incidents(parallel_scenario, 300, seed=1, propagation=0.9))
+    history = own_failure_rates([i.trace for i in train])
+    model = fit(from_synthetic(train), train_config=TrainConfig(epochs=150, weight_decay=1e-3), history=history,
+                error_types=scenario_error_types(parallel_scenario))
+    hits = [a.root_agent in i.root_agents for a, i in zip(model.attribute([i.trace for i in test], history), test)]
+    assert sum(hits) / len(hits) >= 0.9
