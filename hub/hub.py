@@ -7,6 +7,7 @@ or harness resumes from the store.
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import threading
 import time
@@ -14,6 +15,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import ray
+from pydantic import TypeAdapter, ValidationError
 
 from rrsi.agents.harness import harness_name
 from rrsi.config import HubConfig
@@ -35,6 +37,14 @@ from rrsi.hub.updater import plan_update
 __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_hub"]
 
 HUB_NAME = "rrsi-hub"
+_RECORDS = TypeAdapter(list[StepRecord])
+
+
+def _json_or_raise(text: str, i: int) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise SchemaError(f"records[{i}]: not valid JSON ({exc})") from None
 NAMESPACE = "rrsi"
 log = logging.getLogger(__name__)
 
@@ -120,16 +130,18 @@ class ReflectionHub:
 
     @_locked
     def ingest_json(self, batch: list[str]) -> int:
-        """``ingest`` for JSON-encoded records, as harnesses ship them."""
-        checked = []
-        for i, text in enumerate(batch):
-            try:
-                record = StepRecord.model_validate_json(text)
-            except ValueError as exc:
-                raise SchemaError(f"records[{i}]: not a valid StepRecord ({str(exc).splitlines()[0]})") from None
+        """``ingest`` for JSON-encoded records, as harnesses ship them: parsed as one JSON array."""
+        if not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
+            raise SchemaError("batch: expected a list of JSON strings, one StepRecord each")
+        try:
+            records = _RECORDS.validate_json("[" + ",".join(batch) + "]")
+        except ValidationError:
+            for i, text in enumerate(batch):  # find and name the culprit
+                validate(StepRecord, _json_or_raise(text, i), where=f"records[{i}]")
+            raise SchemaError("batch: the records do not form a JSON array (a record holds unbalanced brackets)") from None
+        for i, record in enumerate(records):
             self._check_record(i, record)
-            checked.append(record)
-        return self._store(checked)
+        return self._store(records)
 
     def _store(self, records: list[StepRecord]) -> int:
         new = self.store.add_records(records)
