@@ -47,3 +47,13 @@ def test_cross_validation_on_a_small_folder(write_json, make_log, tmp_path):
     assert result["logs"] == 6 and len(result["skipped"]) == 1
     assert {"gnn", "random", "first_step", "most_frequent_agent", "blamed_name_prior", "first_tool_call"} <= set(result["methods"])
     assert all(len(v) == 3 for v in result["per_fold"]["gnn"].values())
+
+
+@pytest.mark.slow
+def test_whowhen_cross_validation_beats_published_gpt4o(whowhen_dir):
+    """Agent-level > 54.33% and step-level > 25.51% exact match (best published GPT-4o figures)."""
+    result = evaluate_whowhen(whowhen_dir, folds=5, seed=0)
+    gnn = result["methods"]["gnn"]
+    assert result["logs"] == 126
+    assert gnn["agent_exact"][0] > 0.5433, gnn
+    assert gnn["step_exact"][0] > 0.2551, gnn
