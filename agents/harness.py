@@ -27,7 +27,7 @@ from rrsi.agents.reflector import reflect_on_agent
 from rrsi.agents.shipping import RecordShipper
 from rrsi.agents.updater import changed, l2_update
 
-__all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name"]
+__all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +35,15 @@ log = logging.getLogger(__name__)
 def harness_name(agent: str) -> str:
     """The Ray actor name of an agent's harness."""
     return f"harness:{agent}"
+
+
+def node_resources(name: str) -> dict[str, float]:
+    """``{name: 1}`` when the cluster offers the custom resource (see ray_cluster.yaml), else ``{}``.
+
+    The cluster config marks head, harness and reflector nodes with the resources ``hub``,
+    ``harness`` and ``reflector``; a local Ray has none, and asking for one would never schedule.
+    """
+    return {name: 1.0} if ray.is_initialized() and ray.cluster_resources().get(name, 0) > 0 else {}
 
 
 def in_canary(task_id: str, share: float) -> bool:

@@ -19,7 +19,7 @@ from typing import Any
 
 import ray
 
-from rrsi.agents.harness import HarnessActor, harness_name
+from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig, default_home
 from rrsi.errors import ActorFailure
 from rrsi.schema import AgentSpec, ParamSpec, validate
@@ -77,7 +77,7 @@ class HubClient:
                                     "depends_on": list(depends_on), "domain_terms": list(domain_terms)}, where="agent")
         _call(self.hub.register_agent.remote(spec.model_dump()))
         registry = _call(self.hub.registry_entries.remote())
-        actor = HarnessActor.options(name=harness_name(name), namespace=NAMESPACE, get_if_exists=True).remote(
+        actor = HarnessActor.options(name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness"), get_if_exists=True).remote(
             spec.model_dump(), fn, registry, self.hub
         )
         return AgentHandle(name, actor)

@@ -21,7 +21,7 @@ import ray
 from pydantic import BaseModel, Field
 
 from rrsi.agents.executor import Task
-from rrsi.agents.harness import HarnessActor, harness_name
+from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.agents.simulated import SimulatedExecutor
 from rrsi.config import HubConfig
 from rrsi.graph.dependency import DependencyGraph
@@ -97,7 +97,7 @@ class PipelineRun:
             ray.get(self.hub.register_agent.remote(scenario.agent(name).spec().model_dump()))
         registry = ray.get(self.hub.registry_entries.remote())
         self.harnesses = {
-            name: HarnessActor.options(name=harness_name(name), namespace=NAMESPACE).remote(
+            name: HarnessActor.options(name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness")).remote(
                 scenario.agent(name).spec().model_dump(), SimulatedExecutor(scenario, name, seed), registry, self.hub
             )
             for name in scenario.order()

@@ -11,13 +11,12 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Iterable
 from typing import Any
 
 import ray
 from pydantic import TypeAdapter, ValidationError
 
-from rrsi.agents.harness import harness_name
+from rrsi.agents.harness import harness_name, node_resources
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownIncident, UnknownPlan
@@ -41,10 +40,14 @@ _RECORDS = TypeAdapter(list[StepRecord])
 
 
 def _json_or_raise(text: str, i: int) -> Any:
+    """One JSON object per string, or a SchemaError naming the string."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except ValueError as exc:
         raise SchemaError(f"records[{i}]: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise SchemaError(f"records[{i}]: expected one JSON object (a StepRecord), got {type(value).__name__}")
+    return value
 NAMESPACE = "rrsi"
 log = logging.getLogger(__name__)
 
@@ -119,11 +122,14 @@ class ReflectionHub:
             self.registry.get(record.error_code)
 
     @_locked
-    def ingest(self, records: Iterable[StepRecord | dict]) -> int:
+    def ingest(self, records: list[StepRecord | dict]) -> int:
         """Validate every record, then store them all; a bad record rejects the batch unchanged."""
+        if not isinstance(records, (list, tuple)):
+            raise SchemaError(f"records: expected a list of StepRecords or dicts, got {type(records).__name__}")
         checked = []
         for i, r in enumerate(records):
-            record = validate(StepRecord, r, where=f"records[{i}]")
+            data = r.model_dump() if isinstance(r, StepRecord) else r  # instances may have skipped validation
+            record = validate(StepRecord, data, where=f"records[{i}]")
             self._check_record(i, record)
             checked.append(record)
         return self._store(checked)
@@ -139,6 +145,10 @@ class ReflectionHub:
             for i, text in enumerate(batch):  # find and name the culprit
                 validate(StepRecord, _json_or_raise(text, i), where=f"records[{i}]")
             raise SchemaError("batch: the records do not form a JSON array (a record holds unbalanced brackets)") from None
+        if len(records) != len(batch):
+            for i, text in enumerate(batch):
+                validate(StepRecord, _json_or_raise(text, i), where=f"records[{i}]")
+            raise SchemaError(f"batch: {len(batch)} strings held {len(records)} records; send one record per string")
         for i, record in enumerate(records):
             self._check_record(i, record)
         return self._store(records)
@@ -450,7 +460,7 @@ HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(Reflection
 
 def get_or_create_hub(store_path: str, config: HubConfig | dict | None = None, detached: bool = False):
     """The named hub actor, created with these arguments unless it already exists."""
-    options: dict[str, Any] = {"name": HUB_NAME, "namespace": NAMESPACE, "get_if_exists": True}
+    options: dict[str, Any] = {"name": HUB_NAME, "namespace": NAMESPACE, "get_if_exists": True, "resources": node_resources("hub")}
     if detached:
         options["lifetime"] = "detached"
     cfg = validate(HubConfig, config or {}, where="config").model_dump()

@@ -281,6 +281,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rrsi.cli_graph import add_commands as add_graph_commands
 
     add_graph_commands(sub)
+    from rrsi.cli_report import add_report_command
+
+    add_report_command(sub)
     tune_cmd = sub.add_parser("tune", help="pick λ by shadow runs of a scenario")
     tune_cmd.add_argument("--scenario", help="scenario YAML file or bundled scenario name (default: loan-approval)")
     tune_cmd.add_argument("--lambdas", default="0.001,0.01,0.1,1.0")

@@ -131,12 +131,14 @@ def _agent_names_in_loc(data: Any, message: str) -> str:
         name = a.get("name") if isinstance(a, dict) else None
         if not isinstance(name, str):
             continue
-        message = re.sub(rf"\bagents\.{i}(?=[.:])", f"agents.{name}", message)
+        message = re.sub(rf"\bagents\.{i}(?=[.:])", lambda _, n=name: f"agents.{n}", message)
         params = a.get("params")
         for j, p in enumerate(params if isinstance(params, list) else []):
             pname = p.get("name") if isinstance(p, dict) else None
             if isinstance(pname, str):
-                message = re.sub(rf"\bagents\.{re.escape(name)}\.params\.{j}(?=[.:])", f"agents.{name}.params.{pname}", message)
+                message = re.sub(
+                    rf"\bagents\.{re.escape(name)}\.params\.{j}(?=[.:])", lambda _, n=name, q=pname: f"agents.{n}.params.{q}", message
+                )
     return message
 
 

@@ -1,0 +1,79 @@
+"""The Grafana dashboard covers every hub metric, under the name Prometheus gives it (``ray_`` prefix)."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+DASHBOARD = Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "rrsi-dashboard.json"
+
+COUNTERS = {
+    "rrsi_traces_total": (),
+    "rrsi_failures_total": ("agent", "error_type"),
+    "rrsi_incidents_total": (),
+    "rrsi_reflections_total": ("backend",),
+    "rrsi_updates_total": ("state",),
+}
+GAUGES = {"rrsi_agent_error_rate": ("agent",), "rrsi_param_drift": ("agent",)}
+HISTOGRAMS = {"rrsi_reflection_latency_seconds": ("backend",), "rrsi_attribution_latency_seconds": ()}
+METRICS = {**COUNTERS, **GAUGES, **HISTOGRAMS}
+
+
+@pytest.fixture(scope="module")
+def dashboard() -> dict:
+    return json.loads(DASHBOARD.read_text())
+
+
+@pytest.fixture(scope="module")
+def exprs(dashboard) -> list[str]:
+    return [t["expr"] for p in dashboard["panels"] for t in p.get("targets", [])]
+
+
+def _uses(expr: str, metric: str) -> bool:
+    return re.search(rf"\bray_{metric}(_bucket|_sum|_count)?\b", expr) is not None
+
+
+@pytest.mark.parametrize("metric", sorted(METRICS))
+def test_every_metric_is_charted_with_the_ray_prefix(exprs, metric):
+    assert any(_uses(e, metric) for e in exprs), f"no panel queries ray_{metric}"
+
+
+@pytest.mark.parametrize("metric", sorted(METRICS))
+def test_every_tag_is_broken_out(exprs, metric):
+    for tag in METRICS[metric]:
+        assert any(_uses(e, metric) and re.search(rf"by \([^)]*\b{tag}\b", e) for e in exprs), f"ray_{metric} by {tag}"
+
+
+@pytest.mark.parametrize("metric", sorted(COUNTERS))
+def test_counters_are_read_as_rates(exprs, metric):
+    used = [e for e in exprs if _uses(e, metric)]
+    assert used and all(re.search(rf"(rate|increase)\(ray_{metric}\{{", e) for e in used)
+
+
+@pytest.mark.parametrize("metric", sorted(HISTOGRAMS))
+def test_histograms_give_quantiles(exprs, metric):
+    assert any(f"histogram_quantile(0.95, sum by (le" in e and f"ray_{metric}_bucket" in e for e in exprs)
+
+
+def test_no_unprefixed_or_unknown_metric(exprs):
+    names = {m for e in exprs for m in re.findall(r"\b(\w*rrsi_\w+)\b", e)}
+    allowed = {f"ray_{m}{s}" for m in METRICS for s in ("", "_bucket", "_sum", "_count")}
+    assert names <= allowed, sorted(names - allowed)
+
+
+def test_panels_are_well_formed(dashboard):
+    panels = dashboard["panels"]
+    ids = [p["id"] for p in panels]
+    assert len(ids) == len(set(ids))
+    assert dashboard["uid"] == "rrsi-hub" and dashboard["schemaVersion"] >= 36
+    cells = set()
+    for p in panels:
+        g = p["gridPos"]
+        assert g["x"] + g["w"] <= 24 and p["targets"] and p["datasource"]["uid"] == "${datasource}"
+        area = {(x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])}
+        assert not cells & area, f"panel {p['title']!r} overlaps another"
+        cells |= area
+        assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
+    assert {v["name"] for v in dashboard["templating"]["list"]} == {"datasource", "session"}
