@@ -5,6 +5,7 @@ import math
 
 import pytest
 
+from rrsi.config import HubConfig
 from rrsi.hub.demo import run_demo
 from rrsi.scenario import bundled_scenario, parse_scenario
 from tests.agents.test_simulated import DIAMOND, expected_failure_rate
@@ -14,7 +15,7 @@ ROUND_KEYS = {"failure_rate", "per_agent", "updates", "spurious_updates", "attri
 
 def test_small_scenario_all_modes(ray_module, tmp_path):
     scenario = parse_scenario({**DIAMOND, "tasks_per_round": 400})
-    result = run_demo(scenario, ["none", "independent", "hub"], rounds=3, seed=0, workdir=tmp_path)
+    result = run_demo(scenario, ["none", "independent", "hub"], rounds=3, seed=0, workdir=tmp_path, config=HubConfig(validation="shadow"))
     assert set(result["modes"]) == {"none", "independent", "hub"}
     for mode, m in result["modes"].items():
         assert len(m["rounds"]) == 3
@@ -35,7 +36,7 @@ def test_small_scenario_all_modes(ray_module, tmp_path):
 
 def test_bundled_scenario_hub_halves_failures_without_bystander_drift(ray_module, tmp_path):
     scenario = bundled_scenario()
-    result = run_demo(scenario, ["hub"], rounds=scenario.rounds, seed=0, workdir=tmp_path)
+    result = run_demo(scenario, ["hub"], rounds=scenario.rounds, seed=0, workdir=tmp_path, config=HubConfig(validation="shadow"))
     final = result["modes"]["hub"]["final"]
     assert final["reduction"] >= 0.5, final
     assert final["max_drift_non_root"] <= 0.05, final
