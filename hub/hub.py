@@ -151,10 +151,12 @@ class ReflectionHub:
             raise SchemaError(f"batch: {len(batch)} strings held {len(records)} records; send one record per string")
         for i, record in enumerate(records):
             self._check_record(i, record)
-        return self._store(records)
+        complete = len(StepRecord.model_fields)
+        bodies = [t if len(r.model_fields_set) == complete else r.model_dump_json() for t, r in zip(batch, records)]
+        return self._store(records, bodies)
 
-    def _store(self, records: list[StepRecord]) -> int:
-        new = self.store.add_records(records)
+    def _store(self, records: list[StepRecord], bodies: list[str] | None = None) -> int:
+        new = self.store.add_records(records, bodies)
         self.pending.update(r.trace_id for r in records if r.failed)
         self.metrics.ingested(records, {c.code: c.error_type for c in self.registry})
         return new

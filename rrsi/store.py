@@ -83,11 +83,16 @@ class Store:
             except sqlite3.Error as exc:
                 raise StoreError(f"store {self.path}: read failed ({exc})") from None
 
-    def add_records(self, records: list[StepRecord]) -> int:
-        """Store records (already validated); return how many were new."""
+    def add_records(self, records: list[StepRecord], bodies: list[str] | None = None) -> int:
+        """Store records (already validated); return how many were new.
+
+        ``bodies`` may carry each record's JSON as received, when it spells out every field,
+        which saves serializing it again.
+        """
+        bodies = bodies or [r.model_dump_json() for r in records]
         rows = [
-            (r.record_id, r.trace_id, r.agent, r.error_code, r.params_version, r.timestamp, r.model_dump_json())
-            for r in records
+            (r.record_id, r.trace_id, r.agent, r.error_code, r.params_version, r.timestamp, body)
+            for r, body in zip(records, bodies)
         ]
         return self._write("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?)", rows)
 
