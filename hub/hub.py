@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from rrsi.agents.harness import harness_name, node_resources
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownIncident, UnknownPlan
+from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident, UnknownPlan
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.dependency import DependencyGraph
@@ -119,7 +119,10 @@ class ReflectionHub:
         if record.agent not in self.specs:
             raise UnknownAgent(f"records[{i}].agent: {record.agent!r} is not registered; registered: {sorted(self.specs)}")
         if record.error_code is not None and record.error_code not in self.registry:
-            self.registry.get(record.error_code)
+            try:
+                self.registry.get(record.error_code)
+            except UnknownErrorCode as exc:
+                raise UnknownErrorCode(f"records[{i}].{exc}") from None
 
     @_locked
     def ingest(self, records: list[StepRecord | dict]) -> int:
