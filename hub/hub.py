@@ -17,13 +17,14 @@ import ray
 from pydantic import TypeAdapter, ValidationError
 
 from rrsi.agents.harness import harness_name, node_resources
+from rrsi.agents.reflector import reflection_context
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident, UnknownPlan
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.dependency import DependencyGraph
-from rrsi.schema import Action, AgentSpec, Attribution, StepRecord, Trace, UpdatePlan, validate
+from rrsi.schema import Action, AgentSpec, Attribution, GateDecision, StepRecord, Trace, UpdatePlan, validate
 from rrsi.store import Store
 
 from rrsi.hub.canary import canary_verdict, shadow_verdict
@@ -90,6 +91,7 @@ class ReflectionHub:
         self.gate = Gate(self.store, self.registry, self.config)
         self.metrics = HubMetrics()
         self._model = None
+        self._lm = None
 
     def _add(self, spec: AgentSpec) -> None:
         self.registry.register_agent(spec)
@@ -211,6 +213,37 @@ class ReflectionHub:
             self._model = load_default_model(self.config.attribution_model)
         return self._model.attribute(group, own_failure_rates(group))
 
+    def _reflect(self, incident, standing: list[StepRecord]):
+        """The configured Reflector's joint reflection; the rule Reflector stands in for an LM that yields none."""
+        args = (incident.incident_id, incident.attribution, standing, self.specs)
+        if self.config.reflector == "lm":
+            if self._lm is None:
+                from rrsi.hub.lm.adapters import ensure_adapter
+                from rrsi.hub.lm.reflector import LMReflector
+
+                adapter = self.config.lm_adapter or ensure_adapter(progress=False)
+                self._lm = LMReflector(self.registry, adapter=adapter)
+            joint = self._lm.reflect(*args)
+            if joint is not None:
+                return joint
+        return self.reflector.reflect(*args)
+
+    def _quality_review(self, joint, incident) -> list[GateDecision] | None:
+        """Gate decisions that hold an LM reflection for human review when its quality is too low."""
+        if joint.backend != "lm":
+            return None
+        from rrsi.hub.lm.quality import QualityConfig, route, score_reflection
+
+        context = reflection_context([self.specs[r.agent] for r in joint.reflections], self.registry)
+        score = score_reflection(joint, incident.attribution, context)
+        if route(score, QualityConfig(threshold=self.config.quality_threshold)) == "updater":
+            return None
+        reason = f"quality {score.composite:.2f} < {self.config.quality_threshold}: human review (rrsi approve)"
+        return [
+            GateDecision(agent=a.agent, param=a.param, risk=self.specs[a.agent].param(a.param).risk, eligible=False, reason=reason)
+            for r in joint.reflections for a in r.actions
+        ]
+
     def _report(self, report: dict, plan: UpdatePlan) -> None:
         report["plans"].append(plan.model_dump())
         self.metrics.plan(plan.state)
@@ -233,14 +266,15 @@ class ReflectionHub:
         agents = [a for a in incident.failing_agents if a not in busy]
         standing = [s for a in agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
         t1 = time.perf_counter()
-        joint = self.reflector.reflect(incident.incident_id, incident.attribution, standing, self.specs)
+        joint = self._reflect(incident, standing)
         if joint is None:
             return
         self.metrics.reflection(joint.backend, time.perf_counter() - t1)
         self.store.put_reflection(joint)
         for r in joint.reflections:
             self.evidence.pop(r.agent, None)
-        eligible, held, decisions = self.gate.split(joint, self.specs)
+        review = self._quality_review(joint, incident)
+        eligible, held, decisions = self.gate.split(joint, self.specs) if review is None else (None, joint, review)
         current = {a: self.current_params(a) for a in self.specs}
         if held is not None:
             plan = plan_update(held, self.specs, current, self.config, self.graph)

@@ -106,7 +106,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
     _init_ray(args.address, args.num_cpus)
     start = time.perf_counter()
-    config = HubConfig(approval=args.approval, validation=args.validation, lam=args.lam, attribution=args.attribution)
+    config = HubConfig(approval=args.approval, validation=args.validation, lam=args.lam, attribution=args.attribution,
+                       reflector=args.reflector)
     result = run_demo(scenario, modes, rounds, args.seed, workdir, config, on_round=_print_round)
     result["seconds"] = time.perf_counter() - start
     console.print(_comparison(result))
@@ -246,6 +247,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
     demo.add_argument("--attribution", choices=["gnn", "most_upstream"], default="gnn",
                       help="who blames: the attribution GNN (trained on first use) or the most-upstream baseline")
+    demo.add_argument("--reflector", choices=["rule", "lm"], default="rule",
+                      help="who reflects: the rule Reflector, or the SmolLM2 LM Reflector (adapter trained on first use; slow on CPU)")
     demo.set_defaults(func=cmd_demo)
     for name, text in [("approve", "approve a blocked plan (high-risk change)"), ("reject", "reject a blocked plan")]:
         cmd = sub.add_parser(name, help=text)
@@ -284,6 +287,9 @@ def build_parser() -> argparse.ArgumentParser:
     from rrsi.cli_report import add_report_command
 
     add_report_command(sub)
+    from rrsi.cli_lm import add_commands as add_lm_commands
+
+    add_lm_commands(sub)
     tune_cmd = sub.add_parser("tune", help="pick λ by shadow runs of a scenario")
     tune_cmd.add_argument("--scenario", help="scenario YAML file or bundled scenario name (default: loan-approval)")
     tune_cmd.add_argument("--lambdas", default="0.001,0.01,0.1,1.0")

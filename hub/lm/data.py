@@ -1,0 +1,266 @@
+"""Training data for the LM Reflector: incident → expert reflection pairs.
+
+Three sources:
+
+- **synthetic** incidents from the scenario simulator: each incident draws fresh parameter
+  values (zero to two params moved off their optimum, up or down), runs tasks through the
+  pipeline, keeps the root failing steps (most-upstream) as evidence, and labels each
+  agent from the simulator's ground truth: an agent whose evidence is mostly caused by its
+  own param gets that param and the direction towards the optimum; one whose failures are
+  noise gets no action. The incident's true root is the agent with most param-caused
+  failures (the attribution's root when no param is off). Target texts follow the rule Reflector's templates.
+- **Who&When** logs (read in place from ``shared/whowhen``): the annotated mistake step is
+  the evidence and ``mistake_reason`` the root-cause target (only the root cause is trained).
+- **user** JSONL: one incident and its reflection per line (:func:`load_jsonl`).
+
+:func:`sqrt_frequency_weights` samples by √(frequency) of the error type.
+"""
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rrsi.agents.executor import Task
+from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.errors import SchemaError, UserError
+from rrsi.graph.baselines import combine, most_upstream, root_steps
+from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
+from rrsi.scenario import Scenario
+
+from rrsi.hub.lm.prompt import IncidentInput
+from rrsi.hub.lm.template import VERBS
+
+__all__ = ["Example", "synthetic_examples", "whowhen_examples", "load_jsonl", "sqrt_frequency_weights", "WHOWHEN_CODE"]
+
+WHOWHEN_CODE = "TASK_FAILED_001"
+_UNPRINTABLE = re.compile(r'[^ -~]|["\\]')
+
+
+@dataclass(frozen=True)
+class Example:
+    """One training or evaluation pair.
+
+    Args:
+        incident: what the Reflector is given.
+        root_agent: the true root agent.
+        reflections: per agent with evidence (name order): ``agent``, ``error_type``,
+            ``root_cause``, ``correction``, ``action`` (``None`` or ``(param, op)``).
+        source: ``synthetic``, ``whowhen`` or ``user``.
+        groups: loss groups this example trains (``None``: all).
+    """
+
+    incident: IncidentInput
+    root_agent: str
+    reflections: list[dict]
+    source: str
+    groups: tuple[str, ...] | None = None
+
+    @property
+    def error_type(self) -> str:
+        return next(r["error_type"] for r in self.reflections if r["agent"] == self.root_agent)
+
+
+def _draw_params(scenario: Scenario, rng: np.random.Generator) -> dict[str, dict[str, float]]:
+    """Every param at its optimum except 0 (10%), 1 (75%) or 2 (15%) faulty params of distinct agents,
+    moved 35–60% of their range up or down (inside the bounds)."""
+    values = {a.name: {p.name: p.optimum for p in a.params} for a in scenario.agents}
+    n_faults = int(rng.choice([0, 1, 2], p=[0.1, 0.75, 0.15]))
+    agents = rng.permutation(len(scenario.agents))[:n_faults]
+    for i in agents:
+        agent = scenario.agents[int(i)]
+        p = agent.params[int(rng.integers(len(agent.params)))]
+        span, room_up = p.high - p.low, p.high - p.optimum
+        up = rng.random() < 0.5 if room_up > 0.35 * span and p.optimum - p.low > 0.35 * span else room_up > p.optimum - p.low
+        v = float(np.clip(p.optimum + (1 if up else -1) * rng.uniform(0.35, 0.6) * span, p.low, p.high))
+        values[agent.name][p.name] = float(round(v)) if p.kind == "int" else v
+    return values
+
+
+def _run_trace(scenario: Scenario, executors: dict, values: dict, trace_id: str) -> tuple[Trace, dict[str, dict]]:
+    outputs, steps, truths = {}, [], {}
+    for name in scenario.order():
+        agent = scenario.agent(name)
+        task = Task(task_id=trace_id, trace_id=trace_id, inputs={d: outputs[d] for d in agent.depends_on}, parents=list(agent.depends_on))
+        res = executors[name](task, values[name])
+        outputs[name] = res.output
+        truths[name] = res.truth
+        steps.append(StepRecord(
+            trace_id=trace_id, step_id=name, agent=name, task_id=trace_id, parents=list(agent.depends_on),
+            input=Summary.of(task.inputs), output=Summary.of(res.output), tool_calls=res.tool_calls, tools=res.tools,
+            intermediate_steps=res.intermediate_steps, scratchpad=res.scratchpad, execution_time=0.001,
+            error_code=res.error_code, timestamp=float(len(steps)),
+        ))
+    return Trace.from_steps(steps), truths
+
+
+def _texts(spec: AgentSpec, term: str, param: str, op: str | None) -> dict:
+    p = spec.param(param)
+    if op is None:
+        return {
+            "error_type": p.error_type,
+            "root_cause": f"{term}: {p.error_code} failures point both ways, {param} is not off"[:128],
+            "correction": f"Keep {param} unchanged and watch {p.error_code} failures on the {term}"[:256],
+            "action": None,
+        }
+    side = "low" if op == "increase" else "high"
+    return {
+        "error_type": p.error_type,
+        "root_cause": f"{term}: {param} too {side} causes {p.error_code} failures"[:128],
+        "correction": f"{op.capitalize()} {param} to stop {p.error_code} failures on the {term}"[:256],
+        "action": (param, op),
+    }
+
+
+def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truths: list[dict], values: dict) -> dict:
+    """The expert reflection of one agent from the simulator's truth about its root failures."""
+    caused = Counter(t["param"] for t in truths if t["cause"] == "param")
+    term = (spec.domain_terms or [spec.name])[0]
+    if sum(caused.values()) * 2 > len(truths):
+        param = caused.most_common(1)[0][0]
+        optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
+        op = "increase" if values[param] < optimum else "decrease"
+        return {"agent": spec.name, **_texts(spec, term, param, op)}
+    code = Counter(r.error_code for r in records).most_common(1)[0][0]
+    param = next(p.name for p in spec.params if p.error_code == code)
+    return {"agent": spec.name, **_texts(spec, term, param, None)}
+
+
+def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 120) -> list[Example]:
+    """``n`` labelled incidents simulated from ``scenario``.
+
+    Args:
+        scenario: the pipeline to simulate.
+        n: incidents to produce.
+        seed: all randomness derives from it (use different seeds for held-out data).
+        max_tasks: an incident gathers the root failures of 15..max_tasks tasks.
+    """
+    rng = np.random.default_rng(seed)
+    specs = {s.name: s for s in scenario.specs()}
+    out: list[Example] = []
+    while len(out) < n:
+        k = len(out)
+        values = _draw_params(scenario, rng)
+        executors = {a.name: SimulatedExecutor(scenario, a.name, run_seed=seed * 1_000_003 + k) for a in scenario.agents}
+        roots, truths, attributions = [], {}, []
+        for t in range(int(rng.integers(15, max_tasks + 1))):
+            trace, truth = _run_trace(scenario, executors, values, f"s{seed}-i{k}-t{t}")
+            if trace.outcome == "failure":
+                attributions.append(most_upstream(trace))
+                for step in root_steps(trace):
+                    roots.append(step)
+                    truths.setdefault(step.agent, []).append(truth[step.agent])
+        if not roots:
+            continue
+        by_agent = {a: [r for r in roots if r.agent == a] for a in sorted(truths)}
+        reflections = [_label(scenario, specs[a], recs, truths[a], values[a]) for a, recs in by_agent.items()]
+        caused = {a: sum(t["cause"] == "param" for t in truths[a]) for a in by_agent}
+        attribution = combine(attributions)
+        root = max(caused, key=lambda a: (caused[a], a == attribution.root_agent)) if any(caused.values()) else attribution.root_agent
+        incident = IncidentInput(f"sim-{seed}-{k}", attribution, roots, specs)
+        out.append(Example(incident, root, reflections, "synthetic"))
+    return out
+
+
+def _clean(text: str, limit: int) -> str:
+    return re.sub(r"\s+", " ", _UNPRINTABLE.sub("'", text)).strip()[:limit]
+
+
+def whowhen_examples(directory: str | Path, split: str = "train", holdout: float = 0.25) -> list[Example]:
+    """Who&When logs with an annotated mistake as single-agent incidents.
+
+    Args:
+        directory: the ``Algorithm-Generated`` folder (read in place).
+        split: ``train`` or ``test``; logs are split by a stable hash of their file name.
+        holdout: share of logs in ``test``.
+    """
+    from rrsi.graph.whowhen import load_whowhen_dir
+
+    if split not in ("train", "test"):
+        raise UserError(f"split: expected 'train' or 'test' (got {split!r})")
+    logs, _ = load_whowhen_dir(directory)
+    out = []
+    for log in logs:
+        if log.labels is None or not log.labels.mistake_reason.strip():
+            continue
+        in_test = (sum(log.name.encode()) * 2654435761 % 1000) / 1000 < holdout
+        if in_test != (split == "test"):
+            continue
+        agent = log.labels.mistake_agent
+        # The annotated step is the evidence, held against the annotated agent even where
+        # another participant spoke it (the log blames the agent, the step shows the damage).
+        step = log.trace.steps[log.labels.mistake_step].model_copy(update={"agent": agent, "error_code": WHOWHEN_CODE, "parents": []})
+        spec = AgentSpec(name=agent)
+        attribution = Attribution(agent_blame={agent: 1.0}, root_agent=agent, decisive_step=step.step_id, model="annotation")
+        reflection = {
+            "agent": agent, "error_type": "logic", "root_cause": _clean(log.labels.mistake_reason, 128),
+            "correction": "Verify the step against the task before answering", "action": None,
+        }
+        incident = IncidentInput(f"whowhen-{log.name}", attribution, [step], {agent: spec})
+        out.append(Example(incident, agent, [reflection], "whowhen", groups=("root_cause",)))
+    return out
+
+
+def _user_reflection(i: int, r: dict, spec: AgentSpec) -> dict:
+    actions = [a for a in r.get("actions", []) if a["op"] in ("increase", "decrease")]
+    if len(actions) < len(r.get("actions", [])):
+        raise SchemaError(f"line {i}: reflection of {spec.name!r}: op 'set' cannot be learned; use increase or decrease")
+    term = next((t for t in spec.domain_terms if r["root_cause"].lower().startswith(t.lower())), None)
+    cause = r["root_cause"] if term or not spec.domain_terms else f"{spec.domain_terms[0]}: {r['root_cause']}"
+    correction = r["correction"][0].upper() + r["correction"][1:]
+    if correction.split(" ", 1)[0] not in VERBS:
+        raise SchemaError(f"line {i}: correction of {spec.name!r} must start with an imperative verb (got {correction[:20]!r})")
+    return {"agent": spec.name, "error_type": r["error_type"], "root_cause": _clean(cause, 128), "correction": _clean(correction, 256),
+            "action": (actions[0]["param"], actions[0]["op"]) if actions else None}
+
+
+def load_jsonl(path: str | Path) -> list[Example]:
+    """User pairs, one JSON object per line with keys ``incident_id``, ``attribution``,
+    ``root_records``, ``specs`` (list of AgentSpec) and ``reflection`` (a JointReflection).
+
+    Raises:
+        UserError: unreadable file; SchemaError naming the line and field otherwise.
+    """
+    path = Path(path)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise UserError(f"data: cannot read {path} ({exc.strerror})") from None
+    out = []
+    for i, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SchemaError(f"line {i}: not JSON ({exc.msg})") from None
+        missing = {"incident_id", "attribution", "root_records", "specs", "reflection"} - set(row)
+        if missing:
+            raise SchemaError(f"line {i}: missing keys {sorted(missing)}")
+        specs = {s.name: s for s in (validate(AgentSpec, s, where=f"line {i}.specs") for s in row["specs"])}
+        records = [validate(StepRecord, r, where=f"line {i}.root_records") for r in row["root_records"]]
+        joint = validate(JointReflection, {**row["reflection"], "incident_id": row["incident_id"], "backend": "user"}, where=f"line {i}.reflection")
+        by_agent = {r.agent: r for r in joint.reflections}
+        agents = sorted({r.agent for r in records if r.failed and r.agent in specs})
+        if set(agents) != set(by_agent):
+            raise SchemaError(f"line {i}.reflection: needs exactly one reflection per agent with failing records {agents} (got {sorted(by_agent)})")
+        reflections = [_user_reflection(i, by_agent[a].model_dump(), specs[a]) for a in agents]
+        attribution = validate(Attribution, row["attribution"], where=f"line {i}.attribution")
+        out.append(Example(IncidentInput(row["incident_id"], attribution, records, specs), joint.root_agent, reflections, "user"))
+    return out
+
+
+def sqrt_frequency_weights(examples: list[Example]) -> list[float]:
+    """Sampling weights that give each error type a share ∝ √(its frequency).
+
+    w(x) = √n_t / n_t for an example of type t, normalized to sum to one.
+    """
+    counts = Counter(e.error_type for e in examples)
+    raw = [1.0 / math.sqrt(counts[e.error_type]) for e in examples]
+    total = sum(raw)
+    return [w / total for w in raw]

@@ -1,0 +1,129 @@
+"""The LM Reflector's prompt: a compact text view of one incident.
+
+The prompt names the attributed root agent and, for each agent with root-attributed failing
+records, its domain terms, its declared params with their error codes and error types, and
+the last few failing steps (error code and truncated scratchpad). Nothing is counted or
+concluded for the model: which way a param is off it must read from the scratchpads.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import Field
+
+from rrsi.agents.reflector import reflection_context
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
+
+from rrsi.hub.lm.template import AgentView, Segment, program
+
+__all__ = ["PromptConfig", "SYSTEM", "IncidentInput", "Prepared", "prepare", "evidence_by_agent", "agent_views", "prompt_text", "chat_prompt"]
+
+SYSTEM = "You analyse failures of a pipeline of agents and answer with one JSON reflection."
+
+
+class PromptConfig(_Model):
+    """How much of an incident the prompt shows.
+
+    Args:
+        steps_per_agent: the most recent failing steps shown per agent.
+        scratchpad_chars: each scratchpad is cut to this many characters.
+        max_tokens: cap on the tokens of each free-text field of the answer.
+    """
+
+    steps_per_agent: int = Field(default=3, ge=1, le=32)
+    scratchpad_chars: int = Field(default=120, ge=16, le=1024)
+    max_tokens: int = Field(default=32, ge=1, le=128)
+
+
+@dataclass(frozen=True)
+class IncidentInput:
+    """The arguments of ``Reflector.reflect`` for one incident."""
+
+    incident_id: str
+    attribution: Attribution
+    root_records: list[StepRecord]
+    specs: dict[str, AgentSpec]
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """An incident ready for the model: the prompt text, the answer's program and its checks."""
+
+    incident: IncidentInput
+    text: str
+    views: list[AgentView]
+    segments: list[Segment]
+    context: ReflectionContext
+
+
+def prepare(incident: IncidentInput, registry: ErrorCodeRegistry, config: PromptConfig | None = None) -> Prepared | None:
+    """Prompt and program for ``incident``; None when no registered agent has failing records.
+
+    Args:
+        incident: the incident.
+        registry: error codes, for the domain terms of the agents' codes.
+        config: prompt limits.
+    """
+    config = config or PromptConfig()
+    evidence = evidence_by_agent(incident.root_records, incident.specs)
+    if not evidence:
+        return None
+    context = reflection_context([incident.specs[a] for a in evidence], registry)
+    views = agent_views(list(evidence), incident.specs, context)
+    text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
+    return Prepared(incident, text, views, program(views, config.max_tokens), context)
+
+
+def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec]) -> dict[str, list[StepRecord]]:
+    """Root-attributed failing records per registered agent, agents in name order.
+
+    Agents without records get no reflection, exactly as in the rule Reflector.
+    """
+    by_agent: dict[str, list[StepRecord]] = {}
+    for r in root_records:
+        if r.agent in specs and r.failed:
+            by_agent.setdefault(r.agent, []).append(r)
+    return dict(sorted(by_agent.items()))
+
+
+def agent_views(agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext) -> list[AgentView]:
+    """The template's view of each agent: declared params and the domain terms it may cite."""
+    return [AgentView(a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ()))) for a in agents]
+
+
+def prompt_text(
+    incident_id: str,
+    attribution: Attribution,
+    evidence: dict[str, list[StepRecord]],
+    specs: dict[str, AgentSpec],
+    context: ReflectionContext,
+    config: PromptConfig | None = None,
+) -> str:
+    """The user message describing the incident.
+
+    Args:
+        incident_id: shown for reference.
+        attribution: its ``root_agent`` is named as the attributed root.
+        evidence: failing records per agent (:func:`evidence_by_agent`).
+        specs: the agents' declarations.
+        context: domain terms per agent.
+        config: truncation limits.
+    """
+    config = config or PromptConfig()
+    lines = [f"Incident {incident_id}. Attributed root agent: {attribution.root_agent}."]
+    for agent, records in evidence.items():
+        terms = ", ".join(context.domain_terms.get(agent, [])) or "none"
+        params = "; ".join(f"{p.name} [{p.error_code or 'no code'}, {p.error_type}]" for p in specs[agent].params) or "none"
+        shown = min(len(records), config.steps_per_agent)
+        lines += [f"Agent {agent}. Terms: {terms}. Params: {params}. {len(records)} failing steps, last {shown}:"]
+        for r in records[-config.steps_per_agent :]:
+            lines.append(f"- {r.error_code}: {r.scratchpad[: config.scratchpad_chars]}")
+    lines.append("Reflect on the root cause and the correction of each agent.")
+    return "\n".join(lines)
+
+
+def chat_prompt(tokenizer, text: str) -> str:
+    """``text`` wrapped in the model's chat template, ready for the assistant's answer."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -1,0 +1,142 @@
+"""The JSON skeleton the LM Reflector fills in, as a program of segments.
+
+The model's output for an incident is one JSON object::
+
+    {"root_agent": "<agent>", "reflections": [
+      {"agent": "<agent>", "error_type": "<type>", "root_cause": "<term><text>",
+       "correction": "<Verb><text>", "actions": [] | [{"param": "<param>", "op": "increase|decrease"}]}, ...]}
+
+Everything but the choices and the free text is fixed and forced. Choices (root agent,
+error type, domain term, imperative verb, action) are enums taken from the incident's
+:class:`~rrsi.schema.ReflectionContext`; the root cause starts with a chosen domain term and
+the correction with a chosen imperative verb, so both satisfy the schema by construction.
+Training targets are rendered from the same program (:func:`render`), so the model learns
+exactly the token sequences the decoder lets it write.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from rrsi.schema import ERROR_TYPES, IMPERATIVE_VERBS
+
+__all__ = ["Fixed", "Choice", "Free", "Segment", "AgentView", "program", "render_values", "VERBS", "OPS", "FIELD_OF"]
+
+VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
+OPS: tuple[str, ...] = ("increase", "decrease")
+ROOT_CAUSE_CHARS = 128
+CORRECTION_CHARS = 256
+
+
+@dataclass(frozen=True)
+class Fixed:
+    """Text the decoder forces."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One of ``options``, picked by the model's token probabilities."""
+
+    name: str
+    options: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Free:
+    """Free text continuing the choice ``joins``: at most ``max_chars`` for both together,
+    at most ``max_tokens`` tokens, no quote, backslash or control character,
+    (``no_conditional``) no conditional clause, and (``space_first``) a first token that
+    starts with a space, so the chosen word stays a word of its own."""
+
+    name: str
+    joins: str
+    max_chars: int
+    max_tokens: int = 32
+    no_conditional: bool = False
+    space_first: bool = False
+
+
+Segment = Fixed | Choice | Free
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What the template needs about one agent of the incident."""
+
+    name: str
+    params: tuple[str, ...]
+    terms: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _actions(params: tuple[str, ...]) -> tuple[str, ...]:
+    return ("[]", *(json.dumps([{"param": p, "op": op}]) for p in params for op in OPS))
+
+
+def _merge(segments: list[Segment]) -> list[Segment]:
+    out: list[Segment] = []
+    for s in segments:
+        if isinstance(s, Fixed) and out and isinstance(out[-1], Fixed):
+            out[-1] = Fixed(out[-1].text + s.text)
+        else:
+            out.append(s)
+    return out
+
+
+def program(agents: list[AgentView], max_tokens: int = 32) -> list[Segment]:
+    """The segments of the output for an incident whose evidence covers ``agents``.
+
+    Args:
+        agents: the agents that get a reflection, in output order (at least one).
+        max_tokens: cap on the tokens of each free-text field.
+    """
+    segs: list[Segment] = [Fixed('{"root_agent": "'), Choice("root_agent", tuple(a.name for a in agents)), Fixed('", "reflections": [')]
+    for i, a in enumerate(agents):
+        segs.append(Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "error_type": "'))
+        segs += [Choice(f"{i}.error_type", ERROR_TYPES), Fixed('", "root_cause": "')]
+        segs.append(Choice(f"{i}.term", a.terms or ("",)))
+        segs.append(Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens))
+        segs += [Fixed('", "correction": "'), Choice(f"{i}.verb", VERBS)]
+        segs.append(Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True))
+        segs += [Fixed('", "actions": '), Choice(f"{i}.actions", _actions(a.params)), Fixed("}")]
+    segs.append(Fixed("]}"))
+    return _merge(segs)
+
+
+# The loss weight group of each named segment (see training.FieldWeights).
+FIELD_OF = {"root_agent": "decision", "error_type": "error_type", "term": "root_cause", "root_cause": "root_cause",
+            "verb": "correction", "correction": "correction", "actions": "decision"}
+
+
+def render_values(agents: list[AgentView], root_agent: str, reflections: list[dict]) -> dict[str, str]:
+    """The segment values that make the program produce ``reflections``.
+
+    Args:
+        agents: as for :func:`program`.
+        root_agent: the incident's root agent.
+        reflections: one dict per agent (same order) with ``error_type``, ``root_cause``
+            (starting with one of the agent's terms), ``correction`` (starting with a verb of
+            :data:`VERBS`) and ``action`` (``None`` or ``(param, op)``).
+
+    Raises:
+        ValueError: a value the program cannot produce; the message names the field.
+    """
+    values = {"root_agent": root_agent}
+    for i, (a, r) in enumerate(zip(agents, reflections, strict=True)):
+        term = next((t for t in sorted(a.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
+        if term is None:
+            raise ValueError(f"reflections[{i}].root_cause must start with one of {list(a.terms)} (got {r['root_cause']!r})")
+        verb, _, rest = r["correction"].partition(" ")
+        if verb not in VERBS:
+            raise ValueError(f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})")
+        action = r.get("action")
+        values.update({
+            f"{i}.error_type": r["error_type"],
+            f"{i}.term": term,
+            f"{i}.root_cause": r["root_cause"][len(term):],
+            f"{i}.verb": verb,
+            f"{i}.correction": (" " + rest) if rest else "",
+            f"{i}.actions": json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]",
+        })
+    return values

@@ -1,0 +1,107 @@
+"""CLI commands of the LM Reflector: ``train-reflector`` and ``eval-reflector``.
+
+``add_commands(subparsers)`` adds them to the ``rrsi`` command line; each sets ``func`` to
+a function(args) -> exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from rrsi.errors import UserError
+
+__all__ = ["add_commands"]
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (got {text!r})") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer (got {value})")
+    return value
+
+
+def _examples(args):
+    from rrsi.scenario import bundled_scenario, load_scenario
+
+    from rrsi.hub.lm.data import load_jsonl, synthetic_examples, whowhen_examples
+
+    scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()
+    examples = synthetic_examples(scenario, args.incidents, seed=args.seed) if args.incidents else []
+    if args.whowhen:
+        path = Path(args.whowhen)
+        if not path.is_dir():
+            raise UserError(f"--whowhen: {path} is not a folder of Who&When logs")
+        examples += whowhen_examples(path, "train")
+    for data in args.data or []:
+        examples += load_jsonl(data)
+    if not examples:
+        raise UserError("train-reflector: no training data; pass --incidents N, --whowhen DIR or --data FILE.jsonl")
+    return scenario, examples
+
+
+def _train(args) -> int:
+    from rrsi.hub.lm.adapters import save_trained, scenario_registry
+
+    scenario, examples = _examples(args)
+    config = {"base": args.base, "batch_size": args.batch_size, "lr": args.lr, "qlora": args.qlora,
+              "lora_layers": args.lora_layers, "seed": args.seed, "threads": args.threads}
+    config.update({"steps": args.steps} if args.steps else {"epochs": args.epochs})
+    path, report = save_trained(examples, scenario_registry(scenario), config, args.out, progress=not args.quiet)
+    print(json.dumps({"adapter": str(path), **report}, indent=2))
+    return 0
+
+
+def _eval(args) -> int:
+    from rrsi.scenario import bundled_scenario, load_scenario
+
+    from rrsi.hub.lm.adapters import adapter_dir, has_adapter, scenario_registry
+    from rrsi.hub.lm.data import synthetic_examples, whowhen_examples
+    from rrsi.hub.lm.evaluation import evaluate_synthetic, whowhen_similarity
+    from rrsi.hub.lm.reflector import LMReflector
+
+    adapter = None
+    if args.adapter != "none":
+        adapter = Path(args.adapter) if Path(args.adapter).is_dir() else adapter_dir(args.adapter)
+        if not has_adapter(adapter):
+            raise UserError(f"--adapter: no adapter at {adapter}; train one with `rrsi train-reflector --out NAME` or pass none")
+    scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()
+    reflector = LMReflector(scenario_registry(scenario), adapter=adapter, base=args.base, batch_size=args.batch_size)
+    report = evaluate_synthetic(reflector, synthetic_examples(scenario, args.incidents, seed=args.seed))
+    if args.whowhen:
+        report["whowhen_similarity"] = whowhen_similarity(reflector, whowhen_examples(args.whowhen, "test"))
+    print(json.dumps(report, indent=2))
+    return 0
+
+
+def _common(p: argparse.ArgumentParser, seed: int) -> None:
+    p.add_argument("--base", default=None, help="base model folder (default: bundled SmolLM2-135M-Instruct)")
+    p.add_argument("--scenario", default=None, help="scenario file for synthetic incidents (default: bundled loan-approval)")
+    p.add_argument("--seed", type=int, default=seed, help=f"seed of the synthetic incidents (default {seed})")
+    p.add_argument("--whowhen", default=None, help="Who&When Algorithm-Generated folder (read in place)")
+
+
+def add_commands(subparsers) -> None:
+    """Add ``train-reflector`` and ``eval-reflector`` to an argparse subparsers object."""
+    t = subparsers.add_parser("train-reflector", help="fine-tune a LoRA adapter for the LM Reflector")
+    _common(t, seed=0)
+    t.add_argument("--out", default="default", help="adapter name under RRSI_HOME/adapters (default: default)")
+    t.add_argument("--steps", type=_positive, default=None, help="optimizer steps (default: --epochs passes)")
+    t.add_argument("--epochs", type=float, default=3.0, help="passes over the data when --steps is not given")
+    t.add_argument("--batch-size", type=_positive, default=4)
+    t.add_argument("--lr", type=float, default=2e-3, help="learning rate (default 2e-3: few CPU steps)")
+    t.add_argument("--lora-layers", type=_positive, default=8, help="adapt only the top N layers (default 8)")
+    t.add_argument("--qlora", action="store_true", help="4-bit nf4 base (bitsandbytes) + LoRA")
+    t.add_argument("--incidents", type=int, default=240, help="synthetic incidents to train on (0: none)")
+    t.add_argument("--data", action="append", help="user JSONL of incident/reflection pairs (repeatable)")
+    t.add_argument("--threads", type=_positive, default=2, help="torch CPU threads")
+    t.add_argument("--quiet", action="store_true", help="no progress bar")
+    t.set_defaults(func=_train)
+    e = subparsers.add_parser("eval-reflector", help="score the LM Reflector on held-out synthetic incidents")
+    _common(e, seed=1000)
+    e.add_argument("--adapter", default="default", help="adapter name or folder, or none for the base model")
+    e.add_argument("--incidents", type=_positive, default=50)
+    e.add_argument("--batch-size", type=_positive, default=8)
+    e.set_defaults(func=_eval)

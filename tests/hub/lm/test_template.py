@@ -1,0 +1,62 @@
+"""Template, codec and data: expert targets decode to JSON the schema accepts."""
+from __future__ import annotations
+
+import pytest
+
+from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
+from rrsi.hub.lm.prompt import prepare
+from rrsi.hub.lm.reflector import parse_output
+from rrsi.hub.lm.template import render_values
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    from rrsi.hub.lm.base import load_tokenizer
+
+    return load_tokenizer()
+
+
+def test_synthetic_examples_are_deterministic_and_labelled():
+    from rrsi.scenario import bundled_scenario
+
+    a = synthetic_examples(bundled_scenario(), 6, seed=3)
+    b = synthetic_examples(bundled_scenario(), 6, seed=3)
+    assert [e.root_agent for e in a] == [e.root_agent for e in b]
+    for e in a:
+        agents = sorted({r.agent for r in e.incident.root_records})
+        assert [r["agent"] for r in e.reflections] == agents and e.root_agent in agents
+
+
+def test_sqrt_frequency_weights_give_sqrt_shares():
+    from types import SimpleNamespace
+
+    examples = [SimpleNamespace(error_type="logic")] * 9 + [SimpleNamespace(error_type="format")]
+    w = sqrt_frequency_weights(examples)
+    logic, fmt = sum(w[:9]), w[9]
+    assert logic / fmt == pytest.approx(3.0) and sum(w) == pytest.approx(1.0)
+
+
+def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
+    from rrsi.scenario import bundled_scenario
+
+    from rrsi.hub.lm.adapters import scenario_registry
+    from rrsi.hub.lm.constrained import SegmentCodec
+
+    scenario = bundled_scenario()
+    codec = SegmentCodec(tokenizer)
+    for ex in synthetic_examples(scenario, 5, seed=4):
+        prep = prepare(ex.incident, scenario_registry(scenario))
+        ids, groups = codec.target(prep.segments, render_values(prep.views, ex.root_agent, ex.reflections))
+        assert len(ids) == len(groups) and {"error_type", "root_cause", "correction", "decision"} <= set(groups)
+        joint = parse_output(tokenizer.decode(ids), {}, prep)
+        assert joint.root_agent == ex.root_agent
+        assert [r.error_type for r in joint.reflections] == [r["error_type"] for r in ex.reflections]
+
+
+def test_render_refuses_what_the_template_cannot_write(incident):
+    inc, registry = incident
+    prep = prepare(inc, registry)
+    bad = [{"agent": "down", "error_type": "logic", "root_cause": "no term here", "correction": "Keep it", "action": None},
+           {"agent": "up", "error_type": "format", "root_cause": "date format off", "correction": "Increase strict", "action": None}]
+    with pytest.raises(ValueError, match=r"reflections\[0\].root_cause"):
+        render_values(prep.views, "up", bad)
