@@ -8,6 +8,8 @@
 # mode "reduce-overhead"), all in the same run. Needs torch, transformers and peft (preinstalled
 # there); installs the carried bitsandbytes wheel from out/wheels; does not need ray or rrsi.
 #
+#   pip download bitsandbytes==0.50.2 --no-deps -d out/wheels   # here, once (out/ is git-ignored:
+#                                                              # pass carry=["out/wheels"] to the device)
 #   bash bench/gpu_check.sh            # on the device; results in $OUT/gpu_check.json
 #   bash bench/gpu_check.sh --cpu-smoke  # tiny model on CPU, checks the script's logic here
 set -euo pipefail
