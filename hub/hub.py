@@ -6,7 +6,6 @@ or harness resumes from the store.
 """
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import threading
@@ -16,21 +15,21 @@ from typing import Any
 import ray
 from pydantic import TypeAdapter, ValidationError
 
-from rrsi.agents.harness import harness_name, node_resources
+from rrsi.agents.harness import node_resources
 from rrsi.agents.reflector import reflection_context
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident, UnknownPlan
+from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.dependency import DependencyGraph
-from rrsi.schema import Action, AgentSpec, Attribution, GateDecision, StepRecord, Trace, UpdatePlan, validate
+from rrsi.schema import AgentSpec, Attribution, GateDecision, StepRecord, Trace, UpdatePlan, validate
 from rrsi.store import Store
 
-from rrsi.hub.canary import canary_verdict, shadow_verdict
 from rrsi.hub.gating import Gate
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.incidents import group_traces, make_incident
+from rrsi.hub.lifecycle import PlanLifecycle, locked
 from rrsi.hub.rule_reflector import RuleReflector
 from rrsi.hub.updater import plan_update
 
@@ -53,18 +52,7 @@ NAMESPACE = "rrsi"
 log = logging.getLogger(__name__)
 
 
-def _locked(method):
-    """Run a method under the hub's lock: the analysis loop thread and actor calls take turns."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
-
-
-class ReflectionHub:
+class ReflectionHub(PlanLifecycle):
     """The hub. Use :data:`HubActor` (or :func:`get_or_create_hub`) to host it on Ray.
 
     Args:
@@ -98,7 +86,7 @@ class ReflectionHub:
         self.specs[spec.name] = spec
         self.graph.add_agent(spec)
 
-    @_locked
+    @locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
         """Register (or re-register) an agent; its dependencies must be registered first."""
         spec = validate(AgentSpec, spec, where="spec")
@@ -126,7 +114,7 @@ class ReflectionHub:
             except UnknownErrorCode as exc:
                 raise UnknownErrorCode(f"records[{i}].{exc}") from None
 
-    @_locked
+    @locked
     def ingest(self, records: list[StepRecord | dict]) -> int:
         """Validate every record, then store them all; a bad record rejects the batch unchanged."""
         if not isinstance(records, (list, tuple)):
@@ -139,7 +127,7 @@ class ReflectionHub:
             checked.append(record)
         return self._store(checked)
 
-    @_locked
+    @locked
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them: parsed as one JSON array."""
         if not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
@@ -166,7 +154,7 @@ class ReflectionHub:
         self.metrics.ingested(records, {c.code: c.error_type for c in self.registry})
         return new
 
-    @_locked
+    @locked
     def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id: str | None = None) -> None:
         """Persist a parameter version an agent installed on its own (the seed's loop)."""
         if agent not in self.specs:
@@ -180,7 +168,7 @@ class ReflectionHub:
         latest = self.store.latest_promoted(agent)
         return (latest[0], latest[1]) if latest else (0, self.specs[agent].init_values())
 
-    @_locked
+    @locked
     def analyze(self) -> dict[str, Any]:
         """One pass of the loop: settle approvals and canaries, then turn pending failures into incidents.
 
@@ -289,149 +277,6 @@ class ReflectionHub:
                 plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible]})
                 self.store.put_plan(plan)
                 self._report(report, self._validate(plan))
-
-    def _validate(self, plan: UpdatePlan) -> UpdatePlan:
-        """Start the configured validation of a proposed plan; shadow and none settle at once."""
-        if self.config.validation == "none":
-            return self.promote(plan)
-        plan = self._start_canary(plan)
-        if self.config.validation == "canary":
-            self._push_candidates(plan)
-            return plan
-        pairs = []
-        for u in plan.updates:
-            handle = self._harness(u.agent)
-            if handle is not None:
-                pairs += ray.get(handle.shadow_replay.remote(u.theta_new, self.config.shadow_tasks))
-        decision, verdict = shadow_verdict(pairs, self.config)
-        plan = plan.model_copy(update={"canary": verdict})
-        return self.promote(plan) if decision == "promote" else self.rollback(plan)
-
-    def _start_canary(self, plan: UpdatePlan) -> UpdatePlan:
-        updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
-        plan = plan.model_copy(update={"updates": updates}).transition("canary")
-        self.store.put_plan_with_params(plan, "canary")
-        return plan
-
-    def _push_candidates(self, plan: UpdatePlan) -> None:
-        for u in plan.updates:
-            handle = self._harness(u.agent)
-            if handle is not None:
-                ray.get(handle.set_candidate.remote(u.version_new, u.theta_new, self.config.canary_share))
-
-    def _review_canaries(self, report: dict) -> None:
-        for plan in self.store.plans("canary"):
-            cand = [self.store.outcomes(u.agent, u.version_new) for u in plan.updates]
-            inc = [self.store.outcomes(u.agent, u.version_old) for u in plan.updates]
-            total = lambda pairs: (sum(n for n, _ in pairs), sum(f for _, f in pairs))
-            decision, verdict = canary_verdict(total(cand), total(inc), self.config)
-            plan = plan.model_copy(update={"canary": verdict})
-            if decision == "promote":
-                self._report(report, self.promote(plan))
-            elif decision == "rollback":
-                self._report(report, self.rollback(plan))
-            else:
-                self.store.put_plan(plan)
-                self._push_candidates(plan)  # a restarted harness gets its candidate back
-
-    def _review_approved(self, report: dict) -> None:
-        for plan in self.store.plans("blocked"):
-            if self.store.approval(plan.plan_id) != "approved":
-                continue
-            if any(self.current_params(u.agent)[0] != u.version_old for u in plan.updates):
-                log.warning("plan %s was approved but its agents changed since; it stays blocked", plan.plan_id)
-                continue
-            confidence = {u.agent: u.confidence for u in plan.updates}
-            gates = [
-                self.gate.decide(Action(agent=g.agent, param=g.param, op="set", value=self._theta(plan, g)), self.specs[g.agent],
-                                 confidence[g.agent], approved=True)
-                for g in plan.gates
-            ]
-            plan = plan.model_copy(update={"gates": gates})
-            if all(g.eligible for g in gates):
-                self._report(report, self._validate(plan.transition("proposed")))
-            else:
-                self.store.put_plan(plan)
-
-    @staticmethod
-    def _theta(plan: UpdatePlan, gate) -> float:
-        return next(u.theta_new[gate.param] for u in plan.updates if u.agent == gate.agent)
-
-    @_locked
-    def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> dict:
-        """Record a human decision on a blocked plan; the next ``analyze`` acts on it."""
-        plan = self.store.plan(plan_id)
-        if plan is None:
-            known = [p.plan_id for p in self.store.plans("blocked")]
-            raise UnknownPlan(f"plan_id: no plan {plan_id!r}; blocked plans awaiting a decision: {known}")
-        if plan.state != "blocked":
-            raise SchemaError(f"plan_id: plan {plan_id} is {plan.state!r}; only blocked plans take an approval")
-        if decision not in ("approved", "rejected"):
-            raise SchemaError(f"decision: expected 'approved' or 'rejected', got {decision!r}")
-        self.store.put_approval(plan_id, decision, who)
-        return {"plan_id": plan_id, "decision": decision}
-
-    def _next_version(self, agent: str) -> int:
-        versions = self.store.param_versions(agent)
-        return versions[-1][0] + 1 if versions else 1
-
-    def promote(self, plan: UpdatePlan) -> UpdatePlan:
-        """Persist the plan as promoted with its param versions, then install them on the harnesses."""
-        if plan.state == "proposed":
-            plan = plan.model_copy(update={"updates": [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]})
-        plan = plan.transition("promoted")
-        self.store.put_plan_with_params(plan, "promoted")
-        self._install(plan)
-        for u in plan.updates:
-            self.metrics.drift(u.agent, self.specs[u.agent].drift(u.theta_new))
-        return plan
-
-    def rollback(self, plan: UpdatePlan) -> UpdatePlan:
-        """Persist the plan as rolled back, then return its agents to the last promoted params."""
-        plan = plan.transition("rolled_back")
-        self.store.put_plan_with_params(plan, "rolled_back")
-        self._reconcile([u.agent for u in plan.updates])
-        return plan
-
-    def _reconcile(self, agents) -> None:
-        """Bring live harnesses to the last promoted params in the store (after a crash or a rollback)."""
-        for agent in agents:
-            handle = self._harness(agent)
-            if handle is None:
-                continue
-            version, values = self.current_params(agent)
-            try:
-                if ray.get(handle.get_params.remote())[0] != version:
-                    ray.get(handle.set_params.remote(version, values))
-            except ray.exceptions.RayActorError as exc:
-                log.warning("harness %s unreachable (%s); it reads its params from the store on restart", agent, exc)
-
-    def _harness(self, agent: str):
-        if not ray.is_initialized():
-            return None
-        try:
-            return ray.get_actor(harness_name(agent), namespace=self.namespace)
-        except ValueError:
-            return None
-
-    def _install(self, plan: UpdatePlan) -> None:
-        """Push a promoted plan to the live harnesses; a harness that is down reads it from the store on restart."""
-        refs = [(h, h.set_params.remote(u.version_new, u.theta_new)) for u in plan.updates if (h := self._harness(u.agent))]
-        for _, ref in refs:
-            try:
-                ray.get(ref)
-            except (ray.exceptions.RayActorError, RRSIError) as exc:
-                log.warning("plan %s: a harness did not take its update now (%s); it resumes from the store", plan.plan_id, exc)
-
-    @_locked
-    def rollback_plan(self, plan_id: str) -> dict:
-        """Roll back a promoted (or canary) plan: its agents return to their previous promoted params."""
-        plan = self.store.plan(plan_id)
-        if plan is None:
-            raise UnknownPlan(f"plan_id: no plan {plan_id!r}")
-        if plan.state not in ("promoted", "canary"):
-            raise SchemaError(f"plan_id: plan {plan_id} is {plan.state!r}; only promoted or canary plans can be rolled back")
-        return self.rollback(plan).model_dump()
 
     def incidents(self, limit: int = 50) -> list[dict]:
         """The latest incidents, newest first, with their root agent and plan states."""
