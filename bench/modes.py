@@ -42,7 +42,7 @@ def main() -> None:
                              mean("spurious_updates"), mean("max_drift_non_root")))
     ray.shutdown()
     print(f"modes on bundled scenarios, {len(seeds)} seeds each (validation={args.validation}, approval={args.approval})")
-    print(f"| scenario | mode | failure round 1 | failure last | updates | spurious | max drift non-root |")
+    print("| scenario | mode | failure round 1 | failure last | updates | spurious | max drift non-root |")
     print("|---|---|---|---|---|---|---|")
     for name, mode, first, last, updates, spurious, drift in rows:
         print(f"| {name} | {mode} | {first:.3f} | {last:.3f} | {updates:.1f} | {spurious:.1f} | {drift:.3f} |")

@@ -33,11 +33,11 @@ def _init_ray(address: str | None, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     kwargs = {"namespace": NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
     if address:
-        ray.init(address=address, **kwargs)
+        context = ray.init(address=address, **kwargs)
     else:
-        ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=True, dashboard_host="127.0.0.1", **kwargs)
-    url = ray.get_runtime_context().dashboard_url if hasattr(ray.get_runtime_context(), "dashboard_url") else None
-    err_console.print(f"[dim]Ray {'joined ' + address if address else 'started locally'}; dashboard: http://{url or '127.0.0.1:8265'}[/dim]")
+        context = ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=True, dashboard_host="127.0.0.1", **kwargs)
+    url = context.dashboard_url or "(dashboard not running)"
+    err_console.print(f"[dim]Ray {'joined ' + address if address else 'started locally'}; dashboard: http://{url}[/dim]")
 
 
 def _round_row(mode: str, r) -> list[str]:

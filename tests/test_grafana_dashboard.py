@@ -54,7 +54,7 @@ def test_counters_are_read_as_rates(exprs, metric):
 
 @pytest.mark.parametrize("metric", sorted(HISTOGRAMS))
 def test_histograms_give_quantiles(exprs, metric):
-    assert any(f"histogram_quantile(0.95, sum by (le" in e and f"ray_{metric}_bucket" in e for e in exprs)
+    assert any("histogram_quantile(0.95, sum by (le" in e and f"ray_{metric}_bucket" in e for e in exprs)
 
 
 def test_no_unprefixed_or_unknown_metric(exprs):

@@ -6,14 +6,13 @@ import time
 import pytest
 import ray
 
-from rrsi.agents.executor import ExecutionResult, Task
+from rrsi.agents.executor import ExecutionResult
 from rrsi.agents.harness import AgentHarness, HarnessActor, harness_name
 from rrsi.agents.shipping import RecordShipper
 from rrsi.config import HarnessConfig
 from rrsi.error_codes import default_registry
 from rrsi.errors import SchemaError, UnknownErrorCode
 from rrsi.hub.hub import HubActor
-from rrsi.schema import AgentSpec
 
 SPEC = {"name": "calc", "params": [{"name": "k", "low": 0, "high": 1, "init": 0.5, "error_code": "CALC_FAIL_001", "error_type": "logic"}],
         "domain_terms": ["sum"]}

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 
-import pytest
 
 from rrsi.config import HubConfig
 from rrsi.hub.demo import run_demo

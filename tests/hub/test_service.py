@@ -7,7 +7,6 @@ import urllib.request
 import pytest
 import ray
 
-from rrsi.agents.harness import harness_name
 from rrsi.config import HubConfig
 from rrsi.hub import connect
 from rrsi.hub.demo import PipelineRun

@@ -7,7 +7,6 @@ import pytest
 
 from rrsi.agents.updater import l2_update
 from rrsi.config import HubConfig
-from rrsi.graph.dependency import DependencyGraph
 from rrsi.hub.updater import confidence_multiplier, effective_lambda, plan_update
 from rrsi.schema import AgentSpec, JointReflection, Reflection
 
