@@ -110,7 +110,7 @@ class LMReflector:
             raise SchemaError(f"batch_size: must be >= 1 (got {batch_size})")
         self.registry = registry
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        self.tokenizer = tokenizer or load_tokenizer(base if adapter is None else adapter)
+        self.tokenizer = tokenizer or load_tokenizer(base)
         self.model = model if model is not None else load_adapted(adapter, base, self.device)
         self.decoder = ConstrainedDecoder(self.model, self.tokenizer)
         self.prompt = prompt or PromptConfig()
