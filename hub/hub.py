@@ -332,8 +332,8 @@ class ReflectionHub(PlanLifecycle):
         return {
             "agents": len(self.specs),
             "records": self.store.count_records(),
-            "incidents": len(self.store.incidents()),
-            "plans": len(self.store.plans()),
+            "incidents": self.store.count("incidents"),
+            "plans": self.store.count("plans"),
             "pending_traces": len(self.pending),
             "analysis_loop": self._loop is not None,
         }

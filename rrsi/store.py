@@ -39,6 +39,7 @@ CREATE TABLE IF NOT EXISTS param_versions (
 """
 
 ParamVersion = tuple[int, dict[str, float], str, str | None]
+_TABLES = frozenset({"records", "agents", "incidents", "reflections", "plans", "approvals", "param_versions"})
 
 
 class Store:
@@ -103,8 +104,14 @@ class Store:
         )
         return rows[0][0], rows[0][1] or 0
 
+    def count(self, table: str) -> int:
+        """Rows of one of the store's tables."""
+        if table not in _TABLES:
+            raise StoreError(f"table: expected one of {sorted(_TABLES)}, got {table!r}")
+        return self._read(f"SELECT COUNT(*) FROM {table}")[0][0]
+
     def count_records(self) -> int:
-        return self._read("SELECT COUNT(*) FROM records")[0][0]
+        return self.count("records")
 
     def records(self, trace_ids: Iterable[str] | None = None) -> list[StepRecord]:
         if trace_ids is None:
