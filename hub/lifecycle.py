@@ -33,6 +33,14 @@ def locked(method):
     return wrapper
 
 
+def _pooled(outcomes) -> tuple[int, int]:
+    """(steps, failures) summed over the agents of a plan."""
+    steps = failures = 0
+    for n, f in outcomes:
+        steps, failures = steps + n, failures + f
+    return steps, failures
+
+
 class PlanLifecycle:
     """Plan transitions of :class:`~rrsi.hub.hub.ReflectionHub` (which provides store, config, gate, specs)."""
 
@@ -67,10 +75,9 @@ class PlanLifecycle:
 
     def _review_canaries(self, report: dict) -> None:
         for plan in self.store.plans("canary"):
-            cand = [self.store.outcomes(u.agent, u.version_new) for u in plan.updates]
-            inc = [self.store.outcomes(u.agent, u.version_old) for u in plan.updates]
-            total = lambda pairs: (sum(n for n, _ in pairs), sum(f for _, f in pairs))
-            decision, verdict = canary_verdict(total(cand), total(inc), self.config)
+            cand = _pooled(self.store.outcomes(u.agent, u.version_new) for u in plan.updates)
+            inc = _pooled(self.store.outcomes(u.agent, u.version_old) for u in plan.updates)
+            decision, verdict = canary_verdict(cand, inc, self.config)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":
                 self._report(report, self.promote(plan))
