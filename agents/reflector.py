@@ -17,7 +17,7 @@ from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import Action, AgentSpec, Reflection, ReflectionContext, StepRecord, validate
 
-__all__ = ["sign_test", "reflect_on_agent", "reflection_context"]
+__all__ = ["sign_test", "symptom_votes", "reflect_on_agent", "reflection_context"]
 
 
 def sign_test(k: int, n: int) -> float:
@@ -37,7 +37,8 @@ def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) 
     return ReflectionContext(params=params, domain_terms=terms)
 
 
-def _votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
+def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
+    """Per declared param, how many of its failing records' symptoms point to increase and to decrease."""
     by_code = {p.error_code: p.name for p in spec.params if p.error_code}
     votes: dict[str, Counter] = {}
     for r in records:
@@ -55,7 +56,7 @@ def reflect_on_agent(
 ) -> Reflection | None:
     """A validated reflection for ``spec`` from its failing ``records``, or None without evidence."""
     actions, evidence = [], []
-    for param, votes in sorted(_votes(spec, records, registry).items()):
+    for param, votes in sorted(symptom_votes(spec, records, registry).items()):
         (direction, k), n = max(votes.items(), key=lambda kv: kv[1]), sum(votes.values())
         if n < config.min_evidence or sign_test(k, n) >= config.alpha:
             continue

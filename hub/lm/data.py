@@ -104,15 +104,15 @@ def _texts(spec: AgentSpec, term: str, param: str, op: str | None) -> dict:
     if op is None:
         return {
             "error_type": p.error_type,
-            "root_cause": f"{term}: {p.error_code} failures point both ways, {param} is not off"[:128],
-            "correction": f"Keep {param} unchanged and watch {p.error_code} failures on the {term}"[:256],
+            "root_cause": f"{term}: {p.error_code} failures point both ways"[:128],
+            "correction": f"Keep {param} unchanged"[:256],
             "action": None,
         }
     side = "low" if op == "increase" else "high"
     return {
         "error_type": p.error_type,
         "root_cause": f"{term}: {param} too {side} causes {p.error_code} failures"[:128],
-        "correction": f"{op.capitalize()} {param} to stop {p.error_code} failures on the {term}"[:256],
+        "correction": f"{op.capitalize()} {param} to stop {p.error_code} failures"[:256],
         "action": (param, op),
     }
 

@@ -17,49 +17,56 @@ from rrsi.hub.lm.reflector import LMReflector
 __all__ = ["evaluate_synthetic", "whowhen_similarity"]
 
 
-def _outputs(reflector: LMReflector, examples: list[Example]) -> tuple[list, float]:
+def _outputs(reflector, examples: list[Example]) -> tuple[list, float]:
     t0 = time.perf_counter()
-    outs = reflector.reflect_batch([e.incident for e in examples])
+    if hasattr(reflector, "reflect_batch"):
+        outs = reflector.reflect_batch([e.incident for e in examples])
+    else:
+        outs = [reflector.reflect(i.incident_id, i.attribution, i.root_records, i.specs) for i in (e.incident for e in examples)]
     return outs, time.perf_counter() - t0
 
 
-def evaluate_synthetic(reflector: LMReflector, examples: list[Example]) -> dict:
+def evaluate_synthetic(reflector, examples: list[Example]) -> dict:
     """Parse/validate rate, error-type, root-agent and action accuracy, reflections/s.
 
     Args:
-        reflector: the Reflector to judge (its ``rejected`` counter counts invalid outputs).
+        reflector: the Reflector to judge: an :class:`LMReflector` (its ``rejected`` counter
+            counts invalid outputs) or any object with ``reflect`` (e.g. the rule Reflector,
+            as a baseline; an agent it leaves without a reflection counts as a wrong error
+            type and as "no action").
         examples: labelled incidents (see :func:`~rrsi.hub.lm.data.synthetic_examples`).
     """
-    rejected0, tokens0 = reflector.rejected, reflector.tokens
+    lm = isinstance(reflector, LMReflector)
+    rejected0, tokens0 = (reflector.rejected, reflector.tokens) if lm else (0, 0)
     outs, seconds = _outputs(reflector, examples)
     typed = rooted = acted = agents = 0
     for ex, joint in zip(examples, outs):
-        if joint is None:
-            continue
-        rooted += joint.root_agent == ex.root_agent
-        got = {r.agent: r for r in joint.reflections}
+        rooted += joint is not None and joint.root_agent == ex.root_agent
+        got = {r.agent: r for r in joint.reflections} if joint is not None else {}
         for want in ex.reflections:
             r = got.get(want["agent"])
             agents += 1
             if r is None:
+                acted += want["action"] is None
                 continue
             typed += r.error_type == want["error_type"]
             action = (r.actions[0].param, r.actions[0].op) if r.actions else None
             acted += action == (tuple(want["action"]) if want["action"] else None)
     n = len(examples)
-    expected = sum(prepare(e.incident, reflector.registry, reflector.prompt) is not None for e in examples)
-    return {
-        "incidents": n,
-        "parse_validate_rate": (expected - (reflector.rejected - rejected0)) / expected if expected else 1.0,
+    report = {"incidents": n}
+    if lm:
+        expected = sum(prepare(e.incident, reflector.registry, reflector.prompt) is not None for e in examples)
+        report["parse_validate_rate"] = (expected - (reflector.rejected - rejected0)) / expected if expected else 1.0
+    return report | {
         "error_type_accuracy": typed / agents if agents else 0.0,
         "root_agent_agreement": rooted / n if n else 0.0,
         "action_accuracy": acted / agents if agents else 0.0,
         "reflections_per_s": n / seconds,
-        "tokens_per_s": (reflector.tokens - tokens0) / seconds,
+        **({"tokens_per_s": (reflector.tokens - tokens0) / seconds} if lm else {}),
     }
 
 
-def whowhen_similarity(reflector: LMReflector, examples: list[Example], embedder=None) -> float:
+def whowhen_similarity(reflector, examples: list[Example], embedder=None) -> float:
     """Mean cosine similarity of generated root causes to ``mistake_reason`` (MiniLM).
 
     Args:

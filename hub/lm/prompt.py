@@ -1,9 +1,11 @@
 """The LM Reflector's prompt: a compact text view of one incident.
 
 The prompt names the attributed root agent and, for each agent with root-attributed failing
-records, its domain terms, its declared params with their error codes and error types, and
-the last few failing steps (error code and truncated scratchpad). Nothing is counted or
-concluded for the model: which way a param is off it must read from the scratchpads.
+records, its failing-step count, its domain terms, and per declared param its error code,
+error type, how many of the failing steps carry that code and which way their symptom
+phrases point (the error-code registry's phrases, e.g. "too low" → increase; the majority
+first), then the last few scratchpads. The model weighs that evidence: whether the votes are lopsided enough to
+act, which agent is the root, and what to write about it.
 """
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from rrsi.agents.reflector import reflection_context
+from rrsi.agents.reflector import reflection_context, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
 
@@ -26,12 +28,12 @@ class PromptConfig(_Model):
     """How much of an incident the prompt shows.
 
     Args:
-        steps_per_agent: the most recent failing steps shown per agent.
+        steps_per_agent: the most recent failing steps shown per agent (their scratchpads).
         scratchpad_chars: each scratchpad is cut to this many characters.
         max_tokens: cap on the tokens of each free-text field of the answer.
     """
 
-    steps_per_agent: int = Field(default=3, ge=1, le=32)
+    steps_per_agent: int = Field(default=1, ge=0, le=32)
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=32, ge=1, le=128)
 
@@ -71,7 +73,7 @@ def prepare(incident: IncidentInput, registry: ErrorCodeRegistry, config: Prompt
         return None
     context = reflection_context([incident.specs[a] for a in evidence], registry)
     views = agent_views(list(evidence), incident.specs, context)
-    text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
+    text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config, registry)
     return Prepared(incident, text, views, program(views, config.max_tokens), context)
 
 
@@ -99,6 +101,7 @@ def prompt_text(
     specs: dict[str, AgentSpec],
     context: ReflectionContext,
     config: PromptConfig | None = None,
+    registry: ErrorCodeRegistry | None = None,
 ) -> str:
     """The user message describing the incident.
 
@@ -109,16 +112,24 @@ def prompt_text(
         specs: the agents' declarations.
         context: domain terms per agent.
         config: truncation limits.
+        registry: error codes, to read symptom directions (none shown without it).
     """
     config = config or PromptConfig()
     lines = [f"Incident {incident_id}. Attributed root agent: {attribution.root_agent}."]
     for agent, records in evidence.items():
         terms = ", ".join(context.domain_terms.get(agent, [])) or "none"
-        params = "; ".join(f"{p.name} [{p.error_code or 'no code'}, {p.error_type}]" for p in specs[agent].params) or "none"
-        shown = min(len(records), config.steps_per_agent)
-        lines += [f"Agent {agent}. Terms: {terms}. Params: {params}. {len(records)} failing steps, last {shown}:"]
-        for r in records[-config.steps_per_agent :]:
-            lines.append(f"- {r.error_code}: {r.scratchpad[: config.scratchpad_chars]}")
+        lines.append(f"Agent {agent}: {len(records)} failing steps. Terms: {terms}.")
+        votes = symptom_votes(specs[agent], records, registry) if registry is not None else {}
+        for p in specs[agent].params:
+            n = sum(r.error_code == p.error_code for r in records) if p.error_code else 0
+            line = f"- param {p.name} [{p.error_code or 'no code'}, {p.error_type}]: {n} failures"
+            v = votes.get(p.name)
+            if v:
+                ranked = sorted(("increase", "decrease"), key=lambda d: -v[d])
+                line += f", symptoms say {ranked[0]} {v[ranked[0]]}, {ranked[1]} {v[ranked[1]]}"
+            lines.append(line + ".")
+        for r in records[len(records) - config.steps_per_agent :] if config.steps_per_agent else []:
+            lines.append(f"- last: {r.scratchpad[: config.scratchpad_chars]}")
     lines.append("Reflect on the root cause and the correction of each agent.")
     return "\n".join(lines)
 

@@ -28,7 +28,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
 from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
 
-from rrsi.hub.lm.base import load_model, load_tokenizer
+from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.constrained import ConstrainedDecoder, Decoded
 from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, chat_prompt, prepare
 
@@ -76,8 +76,14 @@ def parse_output(text: str, logp: dict[str, float], prep: Prepared, backend: str
     }, where="output")
 
 
-def load_adapted(adapter: str | Path | None, base: str | Path | None = None, device: str = "cpu", merge: bool = True):
-    """The base model with the LoRA ``adapter`` applied (merged into the weights when ``merge``)."""
+def load_adapted(adapter: str | Path | None, base: str | Path | None = None, device: str = "cpu", merge: bool = True,
+                 precision: str = "fp32"):
+    """The base model with the LoRA ``adapter`` applied (merged into the weights when ``merge``).
+
+    Args:
+        precision: ``bf16`` casts the merged weights to bfloat16 (merging happens in the
+            load dtype first); ``auto`` does so where bf16 is native (:func:`bf16_fast`).
+    """
     from peft import PeftModel
 
     model = load_model(base, device=device)
@@ -85,6 +91,8 @@ def load_adapted(adapter: str | Path | None, base: str | Path | None = None, dev
         model = PeftModel.from_pretrained(model, str(adapter))
         if merge:
             model = model.merge_and_unload()
+    if precision == "bf16" or (precision == "auto" and merge and bf16_fast(device)):
+        model = model.to(torch.bfloat16)
     return model.eval()
 
 
@@ -100,18 +108,22 @@ class LMReflector:
         batch_size: incidents decoded together.
         model, tokenizer: an already loaded model and tokenizer (then ``adapter``/``base``
             are not read).
+        precision: ``fp32``, ``bf16`` or ``auto`` (bf16 where it is native: AMX CPUs, CUDA).
     """
 
     backend = "lm"
 
     def __init__(self, registry: ErrorCodeRegistry, adapter: str | Path | None = None, base: str | Path | None = None,
-                 device: str = "auto", prompt: PromptConfig | None = None, batch_size: int = 8, model=None, tokenizer=None) -> None:
+                 device: str = "auto", prompt: PromptConfig | None = None, batch_size: int = 8, model=None, tokenizer=None,
+                 precision: str = "auto") -> None:
         if batch_size < 1:
             raise SchemaError(f"batch_size: must be >= 1 (got {batch_size})")
+        if precision not in ("auto", "fp32", "bf16"):
+            raise SchemaError(f"precision: expected 'auto', 'fp32' or 'bf16' (got {precision!r})")
         self.registry = registry
         self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
         self.tokenizer = tokenizer or load_tokenizer(base)
-        self.model = model if model is not None else load_adapted(adapter, base, self.device)
+        self.model = model if model is not None else load_adapted(adapter, base, self.device, precision=precision)
         self.decoder = ConstrainedDecoder(self.model, self.tokenizer)
         self.prompt = prompt or PromptConfig()
         self.batch_size = batch_size

@@ -94,12 +94,12 @@ def program(agents: list[AgentView], max_tokens: int = 32) -> list[Segment]:
     segs: list[Segment] = [Fixed('{"root_agent": "'), Choice("root_agent", tuple(a.name for a in agents)), Fixed('", "reflections": [')]
     for i, a in enumerate(agents):
         segs.append(Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "error_type": "'))
-        segs += [Choice(f"{i}.error_type", ERROR_TYPES), Fixed('", "root_cause": "')]
-        segs.append(Choice(f"{i}.term", a.terms or ("",)))
+        segs += [Choice(f"{i}.error_type", ERROR_TYPES), Fixed('", "actions": '), Choice(f"{i}.actions", _actions(a.params))]
+        segs += [Fixed(', "root_cause": "'), Choice(f"{i}.term", a.terms or ("",))]
         segs.append(Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens))
         segs += [Fixed('", "correction": "'), Choice(f"{i}.verb", VERBS)]
         segs.append(Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True))
-        segs += [Fixed('", "actions": '), Choice(f"{i}.actions", _actions(a.params)), Fixed("}")]
+        segs.append(Fixed('"}'))
     segs.append(Fixed("]}"))
     return _merge(segs)
 

@@ -8,7 +8,11 @@ tokens carry loss; with ``g(t)`` the field group of token ``t`` and ``w_g`` its 
 
 so the error type (0.4), root cause (0.35) and correction (0.25) count as configured
 whatever their token lengths; ``decision`` covers the root-agent and action choices.
-Forced skeleton tokens carry no loss. Examples are drawn by √(frequency) of error type.
+For the pure choices (``error_type``, ``decision``) the group's "mean" is per choice, not
+per token: Σ CE over a choice's tokens is −log P(option), and the group loss is its mean
+over choices, so an action spelled in twelve tokens (eleven of them determined by the
+first) weighs as much as a one-token "[]". Forced skeleton tokens carry no loss. Examples
+are drawn by √(frequency) of error type.
 """
 from __future__ import annotations
 
@@ -25,13 +29,13 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
 from rrsi.schema import _Model, validate
 
-from rrsi.hub.lm.base import load_model, load_tokenizer
+from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.constrained import SegmentCodec
 from rrsi.hub.lm.data import Example, sqrt_frequency_weights
 from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
 from rrsi.hub.lm.template import render_values
 
-__all__ = ["FieldWeights", "TrainConfig", "Encoded", "encode_examples", "weighted_loss", "train_lora"]
+__all__ = ["FieldWeights", "TrainConfig", "Encoded", "encode_examples", "loss_positions", "token_shares", "weighted_loss", "train_lora"]
 
 
 class FieldWeights(_Model):
@@ -60,6 +64,9 @@ class TrainConfig(_Model):
         weights: loss weight per field group.
         max_length: examples longer than this many tokens are cut from the left of the prompt.
         threads: torch CPU threads.
+        precision: ``bf16`` runs the forward and backward passes under bfloat16 autocast (the
+            LoRA weights and optimizer stay fp32); ``auto`` picks it where bf16 is native
+            (:func:`~rrsi.hub.lm.base.bf16_fast`), else ``fp32``.
         seed: sampling and initialization seed.
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
     """
@@ -79,6 +86,7 @@ class TrainConfig(_Model):
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     max_length: int = Field(default=1024, ge=64)
     threads: int = Field(default=2, ge=1)
+    precision: str = Field(default="auto", pattern="^(auto|fp32|bf16)$")
     seed: int = 0
     device: str = Field(default="auto", pattern="^(auto|cpu|cuda(:[0-9]+)?)$")
 
@@ -89,17 +97,45 @@ class TrainConfig(_Model):
             raise ValueError("at least one field weight must be positive")
         return v
 
+    def autocast(self, device: str) -> bool:
+        """Whether training on ``device`` runs under bf16 autocast."""
+        return self.precision == "bf16" or (self.precision == "auto" and bf16_fast(device))
+
     def resolved_device(self) -> str:
         if self.device == "auto":
             return "cuda" if torch.cuda.is_available() else "cpu"
         return self.device
 
 
+CHOICE_GROUPS = ("error_type", "decision")
+
+
 class Encoded:
-    """One tokenized example: ids and, per token, the loss group (``None``: no loss)."""
+    """One tokenized example: ids and, per token, the loss group (``None``: no loss) and
+    its share of a unit of that group (:func:`token_shares`)."""
 
     def __init__(self, ids: list[int], groups: list[str | None], error_type: str) -> None:
         self.ids, self.groups, self.error_type = ids, groups, error_type
+        self.shares = token_shares(groups)
+
+
+def token_shares(groups: list[str | None]) -> list[float]:
+    """1 per token of a text group; 1/len for each token of a run of a choice group.
+
+    A choice's tokens (and the token closing it) are one contiguous run of its group, so
+    the shares of a group sum to its number of tokens (text) or of choices.
+    """
+    shares = [0.0] * len(groups)
+    t = 0
+    while t < len(groups):
+        end = t
+        while end < len(groups) and groups[end] == groups[t]:
+            end += 1
+        if groups[t] is not None:
+            share = 1.0 / (end - t) if groups[t] in CHOICE_GROUPS else 1.0
+            shares[t:end] = [share] * (end - t)
+        t = end
+    return shares
 
 
 def encode_examples(examples: list[Example], tokenizer, codec: SegmentCodec, registry: ErrorCodeRegistry,
@@ -127,44 +163,72 @@ def encode_examples(examples: list[Example], tokenizer, codec: SegmentCodec, reg
     return out
 
 
-def _batch(items: list[Encoded], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor, list[list[str | None]]]:
-    """Left-padded ids, attention mask and groups: all answers end at the last position."""
+def _batch(items: list[Encoded], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor, list[list[str | None]], list[list[float]]]:
+    """Left-padded ids, attention mask, groups and shares: all answers end at the last position."""
     width = max(len(e.ids) for e in items)
     ids = torch.full((len(items), width), pad, dtype=torch.long)
     attn = torch.zeros((len(items), width), dtype=torch.long)
-    groups = []
+    groups, shares = [], []
     for i, e in enumerate(items):
         ids[i, width - len(e.ids):] = torch.tensor(e.ids)
         attn[i, width - len(e.ids):] = 1
         groups.append([None] * (width - len(e.ids)) + e.groups)
-    return ids.to(device), attn.to(device), groups
+        shares.append([0.0] * (width - len(e.ids)) + e.shares)
+    return ids.to(device), attn.to(device), groups, shares
 
 
-def _answer_span(groups: list[list[str | None]]) -> int:
-    """How many final positions hold every token with a loss group, plus the one predicting the first."""
-    first = min(next((j for j, g in enumerate(row) if g is not None), len(row)) for row in groups)
-    return len(groups[0]) - first + 1
+def loss_positions(groups: list[list[str | None]]) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """Rows and positions whose next token carries loss, and that token's group (in row order).
 
-
-def weighted_loss(logits: torch.Tensor, ids: torch.Tensor, groups: list[list[str | None]], weights: FieldWeights) -> torch.Tensor:
-    """L = Σ_g w_g · mean CE over tokens of group g / Σ_{g present} w_g.
-
-    ``logits`` covers the last ``K`` positions of ``ids`` (``logits_to_keep=K``); position
-    ``t`` predicts token ``t + 1``.
+    Position ``t`` of a row predicts token ``t + 1``, so it is selected when token ``t + 1``
+    has a group; only those positions go through the output head.
     """
-    k = logits.shape[1]
-    targets = ids[:, ids.shape[1] - k + 1 :]
-    ce = torch.nn.functional.cross_entropy(logits[:, :-1].float().transpose(1, 2), targets, reduction="none")
-    tail = [row[len(row) - k + 1 :] for row in groups]
+    rows, cols, names = [], [], []
+    for b, row in enumerate(groups):
+        for t in range(len(row) - 1):
+            if row[t + 1] is not None:
+                rows.append(b)
+                cols.append(t)
+                names.append(row[t + 1])
+    return torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long), names
+
+
+def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, names: list[str], weights: FieldWeights,
+                  shares: list[float] | None = None) -> torch.Tensor:
+    """L = Σ_g w_g · (Σ_{t∈g} CE_t / Σ_{t∈g} share_t) / Σ_{g present} w_g.
+
+    Args:
+        logits: ``(N, vocab)``, one row per loss token (:func:`loss_positions`).
+        targets: ``(N,)`` the tokens they predict.
+        names: the group of each.
+        weights: the weight of each group.
+        shares: each token's share of a unit (:func:`token_shares`); all 1 (a per-token
+            mean in every group) when omitted.
+    """
+    ce = torch.nn.functional.cross_entropy(logits.float(), targets, reduction="none")
+    share = torch.tensor(shares if shares is not None else [1.0] * len(names), device=ce.device)
     total, norm = ce.new_zeros(()), 0.0
     for group, weight in weights.model_dump().items():
-        mask = torch.tensor([[g == group for g in row] for row in tail], device=ce.device)
+        mask = torch.tensor([n == group for n in names], device=ce.device, dtype=torch.bool)
         if weight > 0 and mask.any():
-            total = total + weight * ce[mask].mean()
+            total = total + weight * ce[mask].sum() / share[mask].sum()
             norm += weight
     if norm == 0:
         raise SchemaError("examples: no answer token carries loss; check the examples' groups")
     return total / norm
+
+
+def _step_loss(model, ids: torch.Tensor, attn: torch.Tensor, groups: list[list[str | None]], shares: list[list[float]],
+               weights: FieldWeights) -> torch.Tensor:
+    """Forward the decoder, apply the output head only where a token carries loss."""
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    hidden = inner.get_decoder()(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
+    rows, cols, names = loss_positions(groups)
+    rows, cols = rows.to(ids.device), cols.to(ids.device)
+    logits = inner.get_output_embeddings()(hidden[rows, cols])
+    picked = [shares[b][t + 1] for b, t in zip(rows.tolist(), cols.tolist())]
+    return weighted_loss(logits, ids[rows, cols + 1], names, weights, picked)
 
 
 def _peft_model(config: TrainConfig, device: str):
@@ -214,14 +278,14 @@ def train_lora(examples: list[Example], registry: ErrorCodeRegistry, config: Tra
     steps = config.steps or max(1, math.ceil(config.epochs * len(encoded) / config.batch_size))
     rng = random.Random(config.seed)
     weights = sqrt_frequency_weights(examples)
+    use_bf16 = config.autocast(device)
     losses, t0 = [], time.perf_counter()
     bar = tqdm(range(steps), desc="train-reflector", disable=not progress)
     for _ in bar:
         batch = rng.choices(encoded, weights=weights, k=config.batch_size)
-        ids, attn, groups = _batch(batch, tokenizer.pad_token_id, device)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        logits = model(input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=_answer_span(groups)).logits
-        loss = weighted_loss(logits, ids, groups, config.weights)
+        ids, attn, groups, shares = _batch(batch, tokenizer.pad_token_id, device)
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=use_bf16):
+            loss = _step_loss(model, ids, attn, groups, shares, config.weights)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -234,5 +298,5 @@ def train_lora(examples: list[Example], registry: ErrorCodeRegistry, config: Tra
         tokenizer.save_pretrained(out)
     head = losses[: max(1, len(losses) // 10)]
     tail = losses[-max(1, len(losses) // 10):]
-    return {"steps": steps, "loss_first": sum(head) / len(head), "loss_last": sum(tail) / len(tail),
+    return {"steps": steps, "precision": "bf16" if use_bf16 else "fp32", "loss_first": sum(head) / len(head), "loss_last": sum(tail) / len(tail),
             "seconds": time.perf_counter() - t0, "device": device, "examples": len(examples), "model": model}

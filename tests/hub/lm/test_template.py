@@ -60,3 +60,29 @@ def test_render_refuses_what_the_template_cannot_write(incident):
            {"agent": "up", "error_type": "format", "root_cause": "date format off", "correction": "Increase strict", "action": None}]
     with pytest.raises(ValueError, match=r"reflections\[0\].root_cause"):
         render_values(prep.views, "up", bad)
+
+
+def test_prompt_counts_each_params_failures_and_symptom_directions(incident):
+    inc, registry = incident
+    text = prepare(inc, registry).text
+    assert "Agent up: 3 failing steps." in text
+    assert "- param strict [UP_FAIL_001, format]: 3 failures, symptoms say increase 3, decrease 0." in text
+    assert "- param length [DOWN_FAIL_001, logic]: 1 failures, symptoms say decrease 1, increase 0." in text
+    # One scratchpad per agent by default, the latest.
+    assert text.count("- last: up:") == 1
+
+
+def test_the_action_is_decided_before_the_texts_explaining_it(incident, tokenizer):
+    from rrsi.hub.lm.constrained import SegmentCodec
+
+    inc, registry = incident
+    prep = prepare(inc, registry)
+    reflections = [
+        {"agent": "down", "error_type": "logic", "root_cause": "summary: noise", "correction": "Keep length", "action": None},
+        {"agent": "up", "error_type": "format", "root_cause": "date format: strict too low", "correction": "Increase strict",
+         "action": ("strict", "increase")},
+    ]
+    ids, _ = SegmentCodec(tokenizer).target(prep.segments, render_values(prep.views, "up", reflections))
+    text = tokenizer.decode(ids)
+    assert text.index('"actions": [{"param": "strict"') < text.index('"root_cause": "date format: strict too low"')
+    assert parse_output(text, {}, prep).reflections[1].actions[0].op == "increase"
