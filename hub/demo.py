@@ -44,6 +44,7 @@ class RoundResult(BaseModel):
     root_causes: list[str]
     attribution_top1: float | None
     attribution_model: str | None
+    reflections: dict[str, int] = Field(default_factory=dict)
     drift: dict[str, float]
 
 
@@ -67,6 +68,7 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "spurious_updates": sum(r.spurious_updates for r in mode.rounds),
         "attribution_top1": sum(tops) / len(tops) if tops else None,
         "attribution_model": last.attribution_model,
+        "reflections": {b: sum(r.reflections.get(b, 0) for r in mode.rounds) for b in sorted({b for r in mode.rounds for b in r.reflections})},
         "drift": last.drift,
         "max_drift_non_root": max(bystanders.values(), default=0.0),
     }
@@ -106,6 +108,7 @@ class PipelineRun:
         self.levels = [[a for a in scenario.order() if depth[a] == d] for d in range(max(depth.values()) + 1)]
         self.result = ModeResult(mode=mode)
         self.attribution_model: str | None = None
+        self.reflections: dict[str, int] = {}
 
     def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
         """Run one round of tasks level by level; returns trace → agent → outcome."""
@@ -140,6 +143,7 @@ class PipelineRun:
             for p in report["plans"]:
                 by_state.setdefault(p["state"], []).extend(u["agent"] for u in p["updates"])
             self.attribution_model = report["attribution_model"]
+            self.reflections = report["reflections"]
             return by_state, report["trace_roots"]
         if self.mode == "independent":
             names = list(self.harnesses)
@@ -177,6 +181,7 @@ class PipelineRun:
             root_causes=sorted(causes),
             attribution_top1=sum(hits) / len(hits) if hits else None,
             attribution_model=self.attribution_model,
+            reflections=self.reflections,
             drift=dict(zip(names, drifts)),
         )
         self.result.rounds.append(result)

@@ -10,6 +10,7 @@ import json
 import logging
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import ray
@@ -175,7 +176,8 @@ class ReflectionHub(PlanLifecycle):
         Returns the incidents created, the predicted root agent per trace, and every plan whose
         state changed in this pass.
         """
-        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": [], "attribution_model": self.config.attribution}
+        report: dict[str, Any] = {"incidents": [], "trace_roots": {}, "plans": [], "reflections": {},
+                                  "attribution_model": self.config.attribution}
         self._reconcile(self.specs)
         self._review_approved(report)
         self._review_canaries(report)
@@ -201,17 +203,33 @@ class ReflectionHub(PlanLifecycle):
             self._model = load_default_model(self.config.attribution_model)
         return self._model.attribute(group, own_failure_rates(group))
 
+    def _lm_reflector(self):
+        """The LM Reflector the config asks for, or None for the rule Reflector.
+
+        ``lm`` loads ``lm_adapter`` (a folder or an adapter name), training the bundled
+        adapter on first use; ``auto`` uses the LM only once that adapter exists, and looks
+        again on later passes until it does.
+        """
+        if self._lm is not None or self.config.reflector == "rule":
+            return self._lm
+        from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, adapter_dir, ensure_adapter, has_adapter
+        from rrsi.hub.lm.reflector import LMReflector
+
+        name = self.config.lm_adapter or DEFAULT_ADAPTER
+        path = Path(name) if Path(name).is_dir() else adapter_dir(name)
+        if not has_adapter(path):
+            if self.config.reflector == "auto":
+                return None
+            path = ensure_adapter(name, progress=False)
+        self._lm = LMReflector(self.registry, adapter=path)
+        return self._lm
+
     def _reflect(self, incident, standing: list[StepRecord]):
         """The configured Reflector's joint reflection; the rule Reflector stands in for an LM that yields none."""
         args = (incident.incident_id, incident.attribution, standing, self.specs)
-        if self.config.reflector == "lm":
-            if self._lm is None:
-                from rrsi.hub.lm.adapters import ensure_adapter
-                from rrsi.hub.lm.reflector import LMReflector
-
-                adapter = self.config.lm_adapter or ensure_adapter(progress=False)
-                self._lm = LMReflector(self.registry, adapter=adapter)
-            joint = self._lm.reflect(*args)
+        lm = self._lm_reflector()
+        if lm is not None:
+            joint = lm.reflect(*args)
             if joint is not None:
                 return joint
         return self.reflector.reflect(*args)
@@ -259,8 +277,10 @@ class ReflectionHub(PlanLifecycle):
             return
         self.metrics.reflection(joint.backend, time.perf_counter() - t1)
         self.store.put_reflection(joint)
+        report["reflections"][joint.backend] = report["reflections"].get(joint.backend, 0) + 1
         for r in joint.reflections:
-            self.evidence.pop(r.agent, None)
+            if r.actions:  # evidence is spent on the agents the reflection acts on; the others keep gathering it
+                self.evidence.pop(r.agent, None)
         review = self._quality_review(joint, incident)
         eligible, held, decisions = self.gate.split(joint, self.specs) if review is None else (None, joint, review)
         current = {a: self.current_params(a) for a in self.specs}
@@ -336,6 +356,8 @@ class ReflectionHub(PlanLifecycle):
             "plans": self.store.count("plans"),
             "pending_traces": len(self.pending),
             "analysis_loop": self._loop is not None,
+            "reflector": self.config.reflector,
+            "lm_loaded": self._lm is not None,
         }
 
 

@@ -41,8 +41,10 @@ class HubConfig(_Model):
     ``attribution`` picks who blames: the attribution GNN (checkpoint ``attribution_model``,
     default ``~/.rrsi/models/attribution.pt``, trained on first use) or the most-upstream
     failing agent baseline. ``reflector`` picks who reflects: the rule Reflector of the error-code
-    registry, or the LM Reflector (SmolLM2 + LoRA adapter ``lm_adapter``, trained on first use;
-    the rule Reflector stands in when it yields nothing valid); an LM reflection whose quality
+    registry, the LM Reflector (SmolLM2 + LoRA adapter ``lm_adapter``, a folder or a name under
+    ``~/.rrsi/adapters``, default ``default``; ``lm`` trains it on first use), or ``auto``: the
+    LM once that adapter exists, the rule Reflector until then. The rule Reflector also stands
+    in for an LM that yields nothing valid. An LM reflection whose quality
     composite falls below ``quality_threshold`` goes to human review instead of the updater.
     The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
     agents of a plan), the gate (``medium_confidence``, ``high_confidence``,
@@ -63,7 +65,7 @@ class HubConfig(_Model):
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
     attribution: Literal["gnn", "most_upstream"] = "gnn"
-    reflector: Literal["rule", "lm"] = "rule"
+    reflector: Literal["auto", "rule", "lm"] = "auto"
     lm_adapter: str | None = None
     quality_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     attribution_model: str | None = None
