@@ -4,7 +4,7 @@ Both decode the same prompts of simulated incidents in one batch; ``generate`` i
 as many new tokens as the constrained decoder emitted for the longest answer (greedy, no
 constraint: its output is not a valid reflection, this is the speed baseline).
 
-    python bench/reflector.py [--incidents 4] [--adapter NAME|none] [--threads 2]
+    python bench/reflector.py [--incidents 4] [--adapter NAME|none] [--threads 2] [--precision auto|fp32|bf16]
 """
 from __future__ import annotations
 
@@ -27,6 +27,8 @@ def main() -> None:
     parser.add_argument("--incidents", type=int, default=4)
     parser.add_argument("--adapter", default="default", help="adapter name, or none for the base model")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto",
+                        help="weights of the merged model (auto: bf16 on AMX CPUs)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     scenario = bundled_scenario()
@@ -34,7 +36,7 @@ def main() -> None:
     adapter = None if args.adapter == "none" else adapter_dir(args.adapter)
     if adapter is not None and not has_adapter(adapter):
         adapter = None
-    reflector = LMReflector(registry, adapter=adapter, device="cpu", batch_size=args.incidents)
+    reflector = LMReflector(registry, adapter=adapter, device="cpu", batch_size=args.incidents, precision=args.precision)
     examples = synthetic_examples(scenario, args.incidents, seed=2024)
     preps = [prepare(e.incident, registry, reflector.prompt) for e in examples]
 
@@ -54,6 +56,7 @@ def main() -> None:
     n = len(preps)
     print(json.dumps({
         "incidents": n, "adapter": str(adapter) if adapter else None, "threads": args.threads,
+        "dtype": str(next(reflector.model.parameters()).dtype),
         "constrained": {"seconds": ours, "reflections_per_s": n / ours, "tokens_per_s": sum(o.tokens for o in outs) / ours,
                         "valid": valid},
         "plain_generate": {"seconds": plain, "tokens_per_s": n * new_tokens / plain},

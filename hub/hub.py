@@ -208,7 +208,7 @@ class ReflectionHub(PlanLifecycle):
 
         ``lm`` loads ``lm_adapter`` (a folder or an adapter name), training the bundled
         adapter on first use; ``auto`` uses the LM only once that adapter exists, and looks
-        again on later passes until it does.
+        again on later passes until it does. ``lm_workers`` > 0 serves it from Ray actors.
         """
         if self._lm is not None or self.config.reflector == "rule":
             return self._lm
@@ -216,12 +216,18 @@ class ReflectionHub(PlanLifecycle):
         from rrsi.hub.lm.reflector import LMReflector
 
         name = self.config.lm_adapter or DEFAULT_ADAPTER
-        path = Path(name) if Path(name).is_dir() else adapter_dir(name)
+        path = Path(name) if ("/" in name or Path(name).is_dir()) else adapter_dir(name)
         if not has_adapter(path):
             if self.config.reflector == "auto":
                 return None
             path = ensure_adapter(name, progress=False)
-        self._lm = LMReflector(self.registry, adapter=path)
+        if self.config.lm_workers:
+            from rrsi.hub.lm.worker import WorkerPool
+
+            self._lm = WorkerPool(self.registry, adapter=path, namespace=NAMESPACE,
+                                  config={"workers": self.config.lm_workers, "num_gpus": self.config.lm_num_gpus})
+        else:
+            self._lm = LMReflector(self.registry, adapter=path)
         return self._lm
 
     def _reflect(self, incident, standing: list[StepRecord]):

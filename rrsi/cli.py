@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rrsi.errors import RRSIError, UserError
+from rrsi.schema import validate
 
 __all__ = ["main"]
 
@@ -103,19 +104,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
     scenario = _scenario(args.scenario)
     rounds = args.rounds or scenario.rounds
     modes = list(MODES) if args.mode == "all" else [args.mode]
-    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
-    _init_ray(args.address, args.num_cpus)
+    config = validate(HubConfig, {"approval": args.approval, "validation": args.validation, "lam": args.lam,
+                                  "attribution": args.attribution, "reflector": args.reflector}, where="demo")
     start = time.perf_counter()
-    adapter = None
-    if args.reflector == "lm":
+    if args.reflector == "lm" and "hub" in modes:  # only the hub reflects with the LM
         from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, adapter_dir, ensure_adapter, has_adapter
 
         if not has_adapter(adapter_dir(DEFAULT_ADAPTER)):
             console.print("[bold]First use: training the LM Reflector's LoRA adapter (about 5 minutes on 2 cores; "
                           "`--reflector rule` skips it)[/bold]")
-        adapter = str(ensure_adapter(progress=True))
-    config = HubConfig(approval=args.approval, validation=args.validation, lam=args.lam, attribution=args.attribution,
-                       reflector=args.reflector, lm_adapter=adapter)
+        config = config.model_copy(update={"lm_adapter": str(ensure_adapter(progress=True))})
+    workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
+    _init_ray(args.address, args.num_cpus)
     result = run_demo(scenario, modes, rounds, args.seed, workdir, config, on_round=_print_round)
     result["seconds"] = time.perf_counter() - start
     console.print(_comparison(result))
@@ -158,7 +158,10 @@ def cmd_hub_start(args: argparse.Namespace) -> int:
         raise UserError("--detached: a detached hub needs a cluster that outlives this command; pass --address (e.g. after `ray start --head`)")
     _init_ray(args.address, args.num_cpus)
     store = Path(args.store) if args.store else default_home() / "hub.sqlite"
-    hub = get_or_create_hub(str(store), HubConfig(approval=args.approval, validation=args.validation), detached=args.detached)
+    config = validate(HubConfig, {"approval": args.approval, "validation": args.validation, "reflector": args.reflector,
+                                  "lm_adapter": args.lm_adapter, "lm_workers": args.lm_workers, "lm_num_gpus": args.lm_gpus},
+                      where="hub start")
+    hub = get_or_create_hub(str(store), config, detached=args.detached)
     ray.get(hub.start_loop.remote(args.interval))
     console.print(f"hub 'rrsi-hub' (namespace rrsi) is up; store {store}; analysing every {args.interval:g} s")
     if args.detached:
@@ -274,6 +277,11 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--approval", choices=["manual", "auto"], default="manual")
     start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
     start.add_argument("--num-cpus", type=int)
+    start.add_argument("--reflector", choices=["auto", "lm", "rule"], default="auto",
+                       help="auto: the LM Reflector once its adapter exists, the rule Reflector until then")
+    start.add_argument("--lm-adapter", help="adapter folder or name under ~/.rrsi/adapters (default: default)")
+    start.add_argument("--lm-workers", type=int, default=0, help="reflector:<n> Ray actors serving the LM (0: in the hub)")
+    start.add_argument("--lm-gpus", type=float, default=0.0, help="GPUs each reflector actor asks Ray for (fractional allowed)")
     start.set_defaults(func=cmd_hub_start)
     views = [
         (hub_cmd.add_parser("status", help="counts of agents, records, incidents, plans"), "status"),

@@ -23,6 +23,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer (got {text!r})") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer (got {value})")
+    return value
+
+
 def _examples(args):
     from rrsi.scenario import bundled_scenario, load_scenario
 
@@ -43,12 +53,14 @@ def _examples(args):
 
 
 def _train(args) -> int:
-    from rrsi.hub.lm.adapters import save_trained, scenario_registry
+    from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained, scenario_registry
 
     scenario, examples = _examples(args)
-    config = {"base": args.base, "batch_size": args.batch_size, "lr": args.lr, "qlora": args.qlora,
-              "lora_layers": args.lora_layers, "seed": args.seed, "threads": args.threads}
-    config.update({"steps": args.steps} if args.steps else {"epochs": args.epochs})
+    given = {"base": args.base, "batch_size": args.batch_size, "lr": args.lr, "qlora": args.qlora, "lora_layers": args.lora_layers,
+             "target_modules": args.target_modules, "seed": args.seed, "threads": args.threads, "steps": args.steps, "epochs": args.epochs}
+    config = {**DEFAULT_TRAINING, **{k: v for k, v in given.items() if v is not None}}
+    if args.epochs is not None and args.steps is None:
+        config.pop("steps", None)
     path, report = save_trained(examples, scenario_registry(scenario), config, args.out, progress=not args.quiet)
     print(json.dumps({"adapter": str(path), **report}, indent=2))
     return 0
@@ -61,6 +73,7 @@ def _eval(args) -> int:
     from rrsi.hub.lm.data import synthetic_examples, whowhen_examples
     from rrsi.hub.lm.evaluation import evaluate_synthetic, whowhen_similarity
     from rrsi.hub.lm.reflector import LMReflector
+    from rrsi.hub.rule_reflector import RuleReflector
 
     adapter = None
     if args.adapter != "none":
@@ -68,8 +81,13 @@ def _eval(args) -> int:
         if not has_adapter(adapter):
             raise UserError(f"--adapter: no adapter at {adapter}; train one with `rrsi train-reflector --out NAME` or pass none")
     scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()
-    reflector = LMReflector(scenario_registry(scenario), adapter=adapter, base=args.base, batch_size=args.batch_size)
-    report = evaluate_synthetic(reflector, synthetic_examples(scenario, args.incidents, seed=args.seed))
+    registry = scenario_registry(scenario)
+    reflector = LMReflector(registry, adapter=adapter, base=args.base, batch_size=args.batch_size)
+    report = {}
+    if args.incidents:
+        examples = synthetic_examples(scenario, args.incidents, seed=args.seed)
+        report = evaluate_synthetic(reflector, examples)
+        report["rule_baseline"] = evaluate_synthetic(RuleReflector(registry), examples)
     if args.whowhen:
         report["whowhen_similarity"] = whowhen_similarity(reflector, whowhen_examples(args.whowhen, "test"))
     print(json.dumps(report, indent=2))
@@ -88,13 +106,15 @@ def add_commands(subparsers) -> None:
     t = subparsers.add_parser("train-reflector", help="fine-tune a LoRA adapter for the LM Reflector")
     _common(t, seed=0)
     t.add_argument("--out", default="default", help="adapter name under RRSI_HOME/adapters (default: default)")
-    t.add_argument("--steps", type=_positive, default=None, help="optimizer steps (default: --epochs passes)")
-    t.add_argument("--epochs", type=float, default=3.0, help="passes over the data when --steps is not given")
-    t.add_argument("--batch-size", type=_positive, default=4)
-    t.add_argument("--lr", type=float, default=2e-3, help="learning rate (default 2e-3: few CPU steps)")
-    t.add_argument("--lora-layers", type=_positive, default=8, help="adapt only the top N layers (default 8)")
+    bundled = "default: as the bundled adapter"
+    t.add_argument("--steps", type=_positive, default=None, help=f"optimizer steps ({bundled})")
+    t.add_argument("--epochs", type=float, default=None, help="passes over the data instead of --steps")
+    t.add_argument("--batch-size", type=_positive, default=None, help=bundled)
+    t.add_argument("--lr", type=float, default=None, help=f"learning rate ({bundled}; the library default is 2e-5)")
+    t.add_argument("--lora-layers", type=_positive, default=None, help=f"adapt only the top N layers ({bundled})")
+    t.add_argument("--target-modules", nargs="+", default=None, help=f"LoRA target modules ({bundled}; library: q_proj v_proj)")
     t.add_argument("--qlora", action="store_true", help="4-bit nf4 base (bitsandbytes) + LoRA")
-    t.add_argument("--incidents", type=int, default=240, help="synthetic incidents to train on (0: none)")
+    t.add_argument("--incidents", type=_count, default=240, help="synthetic incidents to train on (0: none)")
     t.add_argument("--data", action="append", help="user JSONL of incident/reflection pairs (repeatable)")
     t.add_argument("--threads", type=_positive, default=2, help="torch CPU threads")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -102,6 +122,6 @@ def add_commands(subparsers) -> None:
     e = subparsers.add_parser("eval-reflector", help="score the LM Reflector on held-out synthetic incidents")
     _common(e, seed=1000)
     e.add_argument("--adapter", default="default", help="adapter name or folder, or none for the base model")
-    e.add_argument("--incidents", type=_positive, default=50)
+    e.add_argument("--incidents", type=_count, default=50, help="held-out synthetic incidents (0: skip them)")
     e.add_argument("--batch-size", type=_positive, default=8)
     e.set_defaults(func=_eval)

@@ -44,7 +44,9 @@ class HubConfig(_Model):
     registry, the LM Reflector (SmolLM2 + LoRA adapter ``lm_adapter``, a folder or a name under
     ``~/.rrsi/adapters``, default ``default``; ``lm`` trains it on first use), or ``auto``: the
     LM once that adapter exists, the rule Reflector until then. The rule Reflector also stands
-    in for an LM that yields nothing valid. An LM reflection whose quality
+    in for an LM that yields nothing valid. With ``lm_workers`` > 0 the LM runs in that many
+    ``reflector:<n>`` Ray actors asking for ``lm_num_gpus`` each (fractional allowed); with 0
+    it runs inside the hub's process. An LM reflection whose quality
     composite falls below ``quality_threshold`` goes to human review instead of the updater.
     The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
     agents of a plan), the gate (``medium_confidence``, ``high_confidence``,
@@ -67,6 +69,8 @@ class HubConfig(_Model):
     attribution: Literal["gnn", "most_upstream"] = "gnn"
     reflector: Literal["auto", "rule", "lm"] = "auto"
     lm_adapter: str | None = None
+    lm_workers: int = Field(default=0, ge=0, le=256)
+    lm_num_gpus: float = Field(default=0.0, ge=0.0)
     quality_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     attribution_model: str | None = None
     mu: float = Field(default=1.0, ge=0.0)

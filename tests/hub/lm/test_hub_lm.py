@@ -33,3 +33,22 @@ def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
     assert reflection.backend == "lm"
     assert {r.agent for r in reflection.reflections} == {"up"}  # only root-attributed evidence reaches the model
     assert hub.current_params("down") == (0, {"length": 0.5})
+
+
+def test_auto_reflects_by_rule_until_the_adapter_exists_then_by_lm(tmp_path, lm):
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    adapter = tmp_path / "adapter"
+    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)})
+    assert hub._lm_reflector() is None and hub.stats()["lm_loaded"] is False
+    model, tokenizer = lm
+    get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
+    tokenizer.save_pretrained(adapter)
+    assert isinstance(hub._lm_reflector(), LMReflector) and hub.stats()["lm_loaded"] is True
+
+
+def test_rule_never_loads_a_model(tmp_path):
+    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "rule", "lm_adapter": str(tmp_path)})
+    assert hub._lm_reflector() is None and hub.stats()["reflector"] == "rule"

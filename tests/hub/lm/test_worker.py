@@ -26,3 +26,37 @@ def test_worker_on_logical_gpu_runs_on_cpu(ray_gpu, incident):
         assert joint is not None and joint.backend == "lm" and {r.agent for r in joint.reflections} == {"up", "down"}
     finally:
         pool.close()
+
+
+@pytest.mark.slow
+def test_hub_serves_the_lm_from_reflector_actors_on_a_logical_gpu(ray_gpu, tmp_path, lm):
+    """lm_workers > 0: the hub's reflections come from reflector:<n> actors asking for a GPU share."""
+    import copy
+    import time
+
+    from peft import LoraConfig, get_peft_model
+
+    from rrsi.hub.hub import ReflectionHub
+    from rrsi.hub.lm.worker import WorkerPool
+    from tests.helpers import step
+    from tests.hub.lm.conftest import DOWN, UP
+
+    model, tokenizer = lm
+    adapter = tmp_path / "adapter"
+    get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
+    tokenizer.save_pretrained(adapter)
+    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "lm", "lm_adapter": str(adapter), "lm_workers": 1,
+                                                     "lm_num_gpus": 0.5, "validation": "none", "attribution": "most_upstream"})
+    hub.register_agent(UP)
+    hub.register_agent(DOWN)
+    now = time.time()
+    hub.ingest([step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001",
+                     scratchpad="strict=0.2 looked too low on the date format", ts=now) for i in range(6)])
+    try:
+        [incident] = hub.analyze()["incidents"]
+        assert isinstance(hub._lm, WorkerPool) and hub._lm.devices() == ["cpu"]
+        assert ray_gpu.get_actor(worker_name(0), namespace="rrsi") is not None
+        assert hub.store.reflection(incident).backend == "lm"
+        assert hub.stats()["lm_loaded"] is True
+    finally:
+        hub._lm.close()
