@@ -13,24 +13,21 @@ from rrsi.errors import UserError
 
 __all__ = ["add_commands"]
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (got {text!r})") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer (got {value})")
-    return value
+def _int_at_least(minimum: int, what: str):
+    """An argparse type: an integer >= ``minimum``, named ``what`` in the error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {what} integer (got {text!r})") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a {what} integer (got {value})")
+        return value
+    return parse
 
 
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer (got {text!r})") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected a non-negative integer (got {value})")
-    return value
+_positive = _int_at_least(1, "positive")
+_count = _int_at_least(0, "non-negative")
 
 
 def _examples(args):
