@@ -67,7 +67,7 @@ class HubConfig(_Model):
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
     attribution: Literal["gnn", "most_upstream"] = "gnn"
-    reflector: Literal["auto", "rule", "lm"] = "auto"
+    reflector: Literal["auto", "rule", "lm"] = "rule"
     lm_adapter: str | None = None
     lm_workers: int = Field(default=0, ge=0, le=256)
     lm_num_gpus: float = Field(default=0.0, ge=0.0)

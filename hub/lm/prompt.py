@@ -31,11 +31,15 @@ class PromptConfig(_Model):
         steps_per_agent: the most recent failing steps shown per agent (their scratchpads).
         scratchpad_chars: each scratchpad is cut to this many characters.
         max_tokens: cap on the tokens of each free-text field of the answer.
+        max_records: only each agent's latest this many failing records are counted and shown
+            (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
+            that has gathered hundreds would otherwise show it counts it never saw).
     """
 
     steps_per_agent: int = Field(default=1, ge=0, le=32)
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=32, ge=1, le=128)
+    max_records: int = Field(default=40, ge=1, le=100_000)
 
 
 @dataclass(frozen=True)
@@ -68,7 +72,7 @@ def prepare(incident: IncidentInput, registry: ErrorCodeRegistry, config: Prompt
         config: prompt limits.
     """
     config = config or PromptConfig()
-    evidence = evidence_by_agent(incident.root_records, incident.specs)
+    evidence = {a: records[-config.max_records :] for a, records in evidence_by_agent(incident.root_records, incident.specs).items()}
     if not evidence:
         return None
     context = reflection_context([incident.specs[a] for a in evidence], registry)

@@ -86,3 +86,11 @@ def test_the_action_is_decided_before_the_texts_explaining_it(incident, tokenize
     text = tokenizer.decode(ids)
     assert text.index('"actions": [{"param": "strict"') < text.index('"root_cause": "date format: strict too low"')
     assert parse_output(text, {}, prep).reflections[1].actions[0].op == "increase"
+
+
+def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
+    from rrsi.hub.lm.prompt import PromptConfig
+
+    inc, registry = incident
+    text = prepare(inc, registry, PromptConfig(max_records=2)).text
+    assert "Agent up: 2 failing steps." in text and "symptoms say increase 2, decrease 0." in text
