@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -18,6 +20,7 @@ def _private_home() -> None:
     home = Path(tempfile.mkdtemp(prefix="rrsi-test-home-"))
     (home / "models").symlink_to(real / "models", target_is_directory=True)
     os.environ["RRSI_HOME"] = str(home)
+    atexit.register(shutil.rmtree, home, True)  # removes the link, never what it points to
 
 
 _private_home()
