@@ -10,7 +10,6 @@ import json
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import ray
@@ -212,11 +211,11 @@ class ReflectionHub(PlanLifecycle):
         """
         if self._lm is not None or self.config.reflector == "rule":
             return self._lm
-        from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, adapter_dir, ensure_adapter, has_adapter
+        from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, ensure_adapter, has_adapter, resolve_adapter
         from rrsi.hub.lm.reflector import LMReflector
 
         name = self.config.lm_adapter or DEFAULT_ADAPTER
-        path = Path(name) if ("/" in name or Path(name).is_dir()) else adapter_dir(name)
+        path = resolve_adapter(name)
         if not has_adapter(path):
             if self.config.reflector == "auto":
                 return None

@@ -66,7 +66,7 @@ def _train(args) -> int:
 def _eval(args) -> int:
     from rrsi.scenario import bundled_scenario, load_scenario
 
-    from rrsi.hub.lm.adapters import adapter_dir, has_adapter, scenario_registry
+    from rrsi.hub.lm.adapters import has_adapter, resolve_adapter, scenario_registry
     from rrsi.hub.lm.data import synthetic_examples, whowhen_examples
     from rrsi.hub.lm.evaluation import evaluate_synthetic, whowhen_similarity
     from rrsi.hub.lm.reflector import LMReflector
@@ -74,7 +74,7 @@ def _eval(args) -> int:
 
     adapter = None
     if args.adapter != "none":
-        adapter = Path(args.adapter) if Path(args.adapter).is_dir() else adapter_dir(args.adapter)
+        adapter = resolve_adapter(args.adapter)
         if not has_adapter(adapter):
             raise UserError(f"--adapter: no adapter at {adapter}; train one with `rrsi train-reflector --out NAME` or pass none")
     scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()

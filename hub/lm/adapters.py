@@ -21,7 +21,7 @@ from rrsi.scenario import bundled_scenario
 from rrsi.hub.lm.data import Example, synthetic_examples
 from rrsi.hub.lm.training import TrainConfig, train_lora
 
-__all__ = ["DEFAULT_ADAPTER", "DEFAULT_TRAINING", "adapter_dir", "has_adapter", "save_trained", "ensure_adapter", "scenario_registry"]
+__all__ = ["DEFAULT_ADAPTER", "DEFAULT_TRAINING", "adapter_dir", "resolve_adapter", "has_adapter", "save_trained", "ensure_adapter", "scenario_registry"]
 
 DEFAULT_ADAPTER = "default"
 # Few steps on 2 CPU cores (first use must take under 5 minutes), so a learning rate far
@@ -43,6 +43,13 @@ def adapter_dir(name: str) -> Path:
     if not _NAME.match(name):
         raise UserError(f"adapter name: {name!r} must be letters, digits, '_', '.', '-' (at most 64)")
     return default_home() / "adapters" / name
+
+
+def resolve_adapter(name_or_path: str | Path) -> Path:
+    """A folder path as given (it contains a ``/`` or is an existing folder), else the named
+    adapter under ``default_home()/adapters``."""
+    text = str(name_or_path)
+    return Path(text) if ("/" in text or Path(text).is_dir()) else adapter_dir(text)
 
 
 def has_adapter(path: Path) -> bool:

@@ -262,12 +262,12 @@ class ConstrainedDecoder:
             self._enter(r, 0)
         runs = [self._forced_run(r) for r in rows]
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
-        ids, attn = enc["input_ids"], enc["attention_mask"]
-        ids, attn = self._append(ids, attn, runs)
-        ids, attn = ids.to(self.device), attn.to(self.device)
+        tail, real = self._pad(runs)
+        ids = torch.cat([enc["input_ids"], tail], dim=1).to(self.device)
+        attn = torch.cat([enc["attention_mask"], real], dim=1).to(self.device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         cache = {self._cache_arg: DynamicCache(config=self.model.config)}
-        width = max(len(r) for r in runs)
+        width = tail.shape[1]
         out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=width + 1, **cache)
         last = attn.sum(-1) - 1
         while not all(r.done for r in rows):
@@ -284,12 +284,8 @@ class ConstrainedDecoder:
                 runs.append([tok, *self._forced_run(r)])
             if all(r.done for r in rows):
                 break
-            width = max(len(r) for r in runs)
-            step = torch.full((len(rows), width), self.tokenizer.pad_token_id, dtype=torch.long)
-            real = torch.zeros((len(rows), width), dtype=torch.long)
-            for i, run in enumerate(runs):
-                step[i, : len(run)] = torch.tensor(run, dtype=torch.long)
-                real[i, : len(run)] = 1
+            step, real = self._pad(runs)
+            width = step.shape[1]
             positions = last.cpu().unsqueeze(1) + real.cumsum(-1).clamp(min=1)
             last = last + real.sum(-1).to(last.device)
             attn = torch.cat([attn, real.to(self.device)], dim=1)
@@ -297,12 +293,12 @@ class ConstrainedDecoder:
                              use_cache=True, logits_to_keep=width, **cache)
         return [Decoded(self.tokenizer.decode(r.out), r.values, r.logp, len(r.out)) for r in rows]
 
-    def _append(self, ids: torch.Tensor, attn: torch.Tensor, runs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
-        """The left-padded prompts followed by each row's forced run, right-padded to one width."""
+    def _pad(self, runs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Each row's run right-padded to the longest, and the mask of its real tokens."""
         width = max(len(r) for r in runs)
-        tail = torch.full((ids.shape[0], width), self.tokenizer.pad_token_id, dtype=torch.long)
-        real = torch.zeros((ids.shape[0], width), dtype=torch.long)
+        tokens = torch.full((len(runs), width), self.tokenizer.pad_token_id, dtype=torch.long)
+        real = torch.zeros((len(runs), width), dtype=torch.long)
         for i, run in enumerate(runs):
-            tail[i, : len(run)] = torch.tensor(run, dtype=torch.long)
+            tokens[i, : len(run)] = torch.tensor(run, dtype=torch.long)
             real[i, : len(run)] = 1
-        return torch.cat([ids, tail], dim=1), torch.cat([attn, real], dim=1)
+        return tokens, real
