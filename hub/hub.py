@@ -19,7 +19,7 @@ from rrsi.agents.harness import node_resources
 from rrsi.agents.reflector import reflection_context
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident
+from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident, UserError
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.dependency import DependencyGraph
@@ -211,7 +211,7 @@ class ReflectionHub(PlanLifecycle):
         """
         if self._lm is not None or self.config.reflector == "rule":
             return self._lm
-        from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, ensure_adapter, has_adapter, resolve_adapter
+        from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, adapter_dir, ensure_adapter, has_adapter, resolve_adapter
         from rrsi.hub.lm.reflector import LMReflector
 
         name = self.config.lm_adapter or DEFAULT_ADAPTER
@@ -219,6 +219,9 @@ class ReflectionHub(PlanLifecycle):
         if not has_adapter(path):
             if self.config.reflector == "auto":
                 return None
+            if path != adapter_dir(path.name):  # a folder given by path: only a named adapter is trained here
+                raise UserError(f"config.lm_adapter: no adapter for the current answer template at {path}; "
+                                "train one with `rrsi train-reflector --out NAME`")
             path = ensure_adapter(name, progress=False)
         if self.config.lm_workers:
             from rrsi.hub.lm.worker import WorkerPool

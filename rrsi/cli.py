@@ -111,7 +111,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, adapter_dir, ensure_adapter, has_adapter
 
         if not has_adapter(adapter_dir(DEFAULT_ADAPTER)):
-            console.print("[bold]First use: training the LM Reflector's LoRA adapter (about 7 minutes on 2 cores)[/bold]")
+            console.print("[bold]First use: training the LM Reflector's LoRA adapter (about 6 minutes on 2 cores; "
+                          "--reflector rule skips it)[/bold]")
         config = config.model_copy(update={"lm_adapter": str(ensure_adapter(progress=True))})
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
     _init_ray(args.address, args.num_cpus)
@@ -257,10 +258,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
     demo.add_argument("--attribution", choices=["gnn", "most_upstream"], default="gnn",
                       help="who blames: the attribution GNN (trained on first use) or the most-upstream baseline")
-    demo.add_argument("--reflector", choices=["rule", "lm"], default="rule",
-                      help="who reflects: the rule Reflector of the error-code registry, or the SmolLM2 LM Reflector "
-                           "(its adapter is trained on first use, about 7 minutes on 2 cores; it does not yet improve the "
-                           "bundled scenario in hub mode, see the README)")
+    demo.add_argument("--reflector", choices=["rule", "lm"], default="lm",
+                      help="who reflects in hub mode: the SmolLM2 LM Reflector (default; its adapter is trained on first "
+                           "use, about 6 minutes on 2 cores) or the rule Reflector of the error-code registry")
     demo.set_defaults(func=cmd_demo)
     for name, text in [("approve", "approve a blocked plan (high-risk change)"), ("reject", "reject a blocked plan")]:
         cmd = sub.add_parser(name, help=text)
@@ -277,8 +277,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--approval", choices=["manual", "auto"], default="manual")
     start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
     start.add_argument("--num-cpus", type=int)
-    start.add_argument("--reflector", choices=["rule", "auto", "lm"], default="rule",
-                       help="rule (default), lm, or auto: the LM Reflector once its adapter exists, the rule Reflector until then")
+    start.add_argument("--reflector", choices=["rule", "auto", "lm"], default="auto",
+                       help="auto (default): the LM Reflector once its adapter exists, the rule Reflector until then; "
+                            "lm: train the adapter now if missing; rule")
     start.add_argument("--lm-adapter", help="adapter folder or name under ~/.rrsi/adapters (default: default)")
     start.add_argument("--lm-workers", type=int, default=0, help="reflector:<n> Ray actors serving the LM (0: in the hub)")
     start.add_argument("--lm-gpus", type=float, default=0.0, help="GPUs each reflector actor asks Ray for (fractional allowed)")

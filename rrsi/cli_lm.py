@@ -76,7 +76,8 @@ def _eval(args) -> int:
     if args.adapter != "none":
         adapter = resolve_adapter(args.adapter)
         if not has_adapter(adapter):
-            raise UserError(f"--adapter: no adapter at {adapter}; train one with `rrsi train-reflector --out NAME` or pass none")
+            raise UserError(f"--adapter: no adapter for the current answer template at {adapter}; "
+                            "train one with `rrsi train-reflector --out NAME` or pass none")
     scenario = load_scenario(args.scenario) if args.scenario else bundled_scenario()
     registry = scenario_registry(scenario)
     reflector = LMReflector(registry, adapter=adapter, base=args.base, batch_size=args.batch_size)

@@ -42,7 +42,7 @@ class HubConfig(_Model):
     default ``~/.rrsi/models/attribution.pt``, trained on first use) or the most-upstream
     failing agent baseline. ``reflector`` picks who reflects: the rule Reflector of the error-code
     registry, the LM Reflector (SmolLM2 + LoRA adapter ``lm_adapter``, a folder or a name under
-    ``~/.rrsi/adapters``, default ``default``; ``lm`` trains it on first use), or ``auto``: the
+    ``~/.rrsi/adapters``, default ``default``; ``lm`` trains it on first use), or ``auto`` (the default): the
     LM once that adapter exists, the rule Reflector until then. The rule Reflector also stands
     in for an LM that yields nothing valid. With ``lm_workers`` > 0 the LM runs in that many
     ``reflector:<n>`` Ray actors asking for ``lm_num_gpus`` each (fractional allowed); with 0
@@ -67,7 +67,7 @@ class HubConfig(_Model):
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
     attribution: Literal["gnn", "most_upstream"] = "gnn"
-    reflector: Literal["auto", "rule", "lm"] = "rule"
+    reflector: Literal["auto", "rule", "lm"] = "auto"
     lm_adapter: str | None = None
     lm_workers: int = Field(default=0, ge=0, le=256)
     lm_num_gpus: float = Field(default=0.0, ge=0.0)

@@ -19,6 +19,7 @@ from rrsi.errors import UserError
 from rrsi.scenario import bundled_scenario
 
 from rrsi.hub.lm.data import Example, synthetic_examples
+from rrsi.hub.lm.template import TEMPLATE_VERSION
 from rrsi.hub.lm.training import TrainConfig, train_lora
 
 __all__ = ["DEFAULT_ADAPTER", "DEFAULT_TRAINING", "adapter_dir", "resolve_adapter", "has_adapter", "save_trained", "ensure_adapter", "scenario_registry"]
@@ -27,8 +28,9 @@ DEFAULT_ADAPTER = "default"
 # Few steps on 2 CPU cores (first use must take under 5 minutes), so a learning rate far
 # above the library's 2e-5 (which needs thousands of steps to move a LoRA adapter) and LoRA
 # on every linear layer of the top 8 blocks (q/v alone reached the same loss in 60 steps
-# that this reaches in 20).
-DEFAULT_TRAINING = {"steps": 44, "batch_size": 4, "lr": 3e-3, "lora_layers": 8, "seed": 0,
+# that this reaches in 20). The decisions (act or not, root agent) weigh as much as the texts
+# together: at 0.4 the adapter learned the texts and still answered "no action" everywhere.
+DEFAULT_TRAINING = {"steps": 40, "batch_size": 4, "lr": 3e-3, "lora_layers": 8, "seed": 0, "weights": {"decision": 1.0},
                     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
 DEFAULT_EXAMPLES = 240
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
@@ -53,7 +55,21 @@ def resolve_adapter(name_or_path: str | Path) -> Path:
 
 
 def has_adapter(path: Path) -> bool:
-    return (path / "adapter_config.json").is_file()
+    """An adapter folder fit for the current prompt and answer template.
+
+    One whose ``training.json`` records another :data:`~rrsi.hub.lm.template.TEMPLATE_VERSION`
+    (none recorded: version 1) counts as missing, so the bundled adapter is trained again
+    after an upgrade; a folder without ``training.json`` (trained elsewhere) is taken as is.
+    """
+    if not (path / "adapter_config.json").is_file():
+        return False
+    info = path / "training.json"
+    if not info.is_file():
+        return True
+    try:
+        return json.loads(info.read_text()).get("template", 1) == TEMPLATE_VERSION
+    except (OSError, ValueError):
+        return False
 
 
 def scenario_registry(scenario=None) -> ErrorCodeRegistry:
@@ -79,7 +95,8 @@ def save_trained(examples: list[Example], registry: ErrorCodeRegistry, config: T
         report.pop("model")
         cfg = config if isinstance(config, dict) else config.model_dump()
         sources = sorted({e.source for e in examples})
-        (tmp / "training.json").write_text(json.dumps({"config": cfg, "sources": sources, **report}, indent=2))
+        info = {"template": TEMPLATE_VERSION, "config": cfg, "sources": sources, **report}
+        (tmp / "training.json").write_text(json.dumps(info, indent=2))
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         try:

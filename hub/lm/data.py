@@ -6,8 +6,11 @@ Three sources:
   values (zero to two params moved off their optimum, up or down), runs tasks through the
   pipeline, keeps the root failing steps (most-upstream) as evidence, and labels each
   agent from the simulator's ground truth: an agent whose evidence is mostly caused by its
-  own param gets that param and the direction towards the optimum; one whose failures are
-  noise gets no action. The incident's true root is the agent with most param-caused
+  own param, in at least ``min_evidence`` failures, gets that param and the direction
+  towards the optimum; one whose failures are noise, or too few to show a cause, gets no
+  action (an expert who reads the same prompt cannot tell a fault from noise in three
+  failures, and the hub waits for more: labels that act on those taught the model that
+  the counts do not matter). The incident's true root is the agent with most param-caused
   failures (the attribution's root when no param is off). Target texts follow the rule Reflector's templates.
 - **Who&When** logs (read in place from ``shared/whowhen``): the annotated mistake step is
   the evidence and ``mistake_reason`` the root-cause target (only the root cause is trained).
@@ -33,7 +36,7 @@ from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
 from rrsi.scenario import Scenario
 
-from rrsi.hub.lm.prompt import IncidentInput
+from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.template import VERBS
 
 __all__ = ["Example", "synthetic_examples", "whowhen_examples", "load_jsonl", "sqrt_frequency_weights", "WHOWHEN_CODE"]
@@ -67,10 +70,10 @@ class Example:
 
 
 def _draw_params(scenario: Scenario, rng: np.random.Generator) -> dict[str, dict[str, float]]:
-    """Every param at its optimum except 0 (10%), 1 (75%) or 2 (15%) faulty params of distinct agents,
+    """Every param at its optimum except 0 (10%), 1 (55%) or 2 (35%) faulty params of distinct agents,
     moved 35–60% of their range up or down (inside the bounds)."""
     values = {a.name: {p.name: p.optimum for p in a.params} for a in scenario.agents}
-    n_faults = int(rng.choice([0, 1, 2], p=[0.1, 0.75, 0.15]))
+    n_faults = int(rng.choice([0, 1, 2], p=[0.1, 0.55, 0.35]))
     agents = rng.permutation(len(scenario.agents))[:n_faults]
     for i in agents:
         agent = scenario.agents[int(i)]
@@ -82,29 +85,38 @@ def _draw_params(scenario: Scenario, rng: np.random.Generator) -> dict[str, dict
     return values
 
 
-def _run_trace(scenario: Scenario, executors: dict, values: dict, trace_id: str) -> tuple[Trace, dict[str, dict]]:
-    outputs, steps, truths = {}, [], {}
-    for name in scenario.order():
+def _run_trace(scenario: Scenario, order: list[str], executors: dict, values: dict, trace_id: str) -> tuple[Trace, dict[str, dict]] | None:
+    """The trace of one task through the pipeline and each agent's truth; None when no step failed
+    (records are only built for failing traces, most of the simulation's cost otherwise)."""
+    outputs, runs, truths = {}, [], {}
+    for name in order:
         agent = scenario.agent(name)
         task = Task(task_id=trace_id, trace_id=trace_id, inputs={d: outputs[d] for d in agent.depends_on}, parents=list(agent.depends_on))
         res = executors[name](task, values[name])
         outputs[name] = res.output
         truths[name] = res.truth
-        steps.append(StepRecord(
-            trace_id=trace_id, step_id=name, agent=name, task_id=trace_id, parents=list(agent.depends_on),
+        runs.append((agent, task, res))
+    if all(res.error_code is None for _, _, res in runs):
+        return None
+    steps = [
+        StepRecord(
+            trace_id=trace_id, step_id=agent.name, agent=agent.name, task_id=trace_id, parents=list(agent.depends_on),
             input=Summary.of(task.inputs), output=Summary.of(res.output), tool_calls=res.tool_calls, tools=res.tools,
             intermediate_steps=res.intermediate_steps, scratchpad=res.scratchpad, execution_time=0.001,
-            error_code=res.error_code, timestamp=float(len(steps)),
-        ))
+            error_code=res.error_code, timestamp=float(i),
+        )
+        for i, (agent, task, res) in enumerate(runs)
+    ]
     return Trace.from_steps(steps), truths
 
 
-def _texts(spec: AgentSpec, term: str, param: str, op: str | None) -> dict:
+def _texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool = False) -> dict:
     p = spec.param(param)
     if op is None:
         return {
             "error_type": p.error_type,
-            "root_cause": f"{term}: {p.error_code} failures point both ways"[:128],
+            "root_cause": f"{term}: too few {p.error_code} failures to tell"[:128] if few
+            else f"{term}: {p.error_code} failures point both ways"[:128],
             "correction": f"Keep {param} unchanged"[:256],
             "action": None,
         }
@@ -117,48 +129,59 @@ def _texts(spec: AgentSpec, term: str, param: str, op: str | None) -> dict:
     }
 
 
-def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truths: list[dict], values: dict) -> dict:
+def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truths: list[dict], values: dict,
+           min_evidence: int) -> dict:
     """The expert reflection of one agent from the simulator's truth about its root failures."""
     caused = Counter(t["param"] for t in truths if t["cause"] == "param")
     term = (spec.domain_terms or [spec.name])[0]
     if sum(caused.values()) * 2 > len(truths):
-        param = caused.most_common(1)[0][0]
-        optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
-        op = "increase" if values[param] < optimum else "decrease"
-        return {"agent": spec.name, **_texts(spec, term, param, op)}
+        param, n = caused.most_common(1)[0]
+        if n >= min_evidence:
+            optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
+            op = "increase" if values[param] < optimum else "decrease"
+            return {"agent": spec.name, **_texts(spec, term, param, op)}
+        return {"agent": spec.name, **_texts(spec, term, param, None, few=True)}
     code = Counter(r.error_code for r in records).most_common(1)[0][0]
     param = next(p.name for p in spec.params if p.error_code == code)
-    return {"agent": spec.name, **_texts(spec, term, param, None)}
+    return {"agent": spec.name, **_texts(spec, term, param, None, few=len(records) < min_evidence)}
 
 
-def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 120) -> list[Example]:
+def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = 5) -> list[Example]:
     """``n`` labelled incidents simulated from ``scenario``.
 
     Args:
         scenario: the pipeline to simulate.
         n: incidents to produce.
         seed: all randomness derives from it (use different seeds for held-out data).
-        max_tasks: an incident gathers the root failures of 15..max_tasks tasks.
+        max_tasks: an incident gathers the root failures of 15..max_tasks tasks, log-uniform
+            (the hub's evidence builds up over rounds of 200 tasks, so noise piles up on
+            agents nobody needs to change; short incidents teach the faults, long ones that
+            the noise points both ways).
+        min_evidence: fewest param-caused failures an action label needs.
     """
     rng = np.random.default_rng(seed)
     specs = {s.name: s for s in scenario.specs()}
+    order = scenario.order()
+    shown = PromptConfig().max_records
     out: list[Example] = []
     while len(out) < n:
         k = len(out)
         values = _draw_params(scenario, rng)
         executors = {a.name: SimulatedExecutor(scenario, a.name, run_seed=seed * 1_000_003 + k) for a in scenario.agents}
         roots, truths, attributions = [], {}, []
-        for t in range(int(rng.integers(15, max_tasks + 1))):
-            trace, truth = _run_trace(scenario, executors, values, f"s{seed}-i{k}-t{t}")
-            if trace.outcome == "failure":
+        for t in range(int(np.exp(rng.uniform(np.log(15), np.log(max_tasks + 1))))):
+            run = _run_trace(scenario, order, executors, values, f"s{seed}-i{k}-t{t}")
+            if run is not None and (trace := run[0]).outcome == "failure":
+                truth = run[1]
                 attributions.append(most_upstream(trace))
                 for step in root_steps(trace):
                     roots.append(step)
                     truths.setdefault(step.agent, []).append(truth[step.agent])
         if not roots:
             continue
-        by_agent = {a: [r for r in roots if r.agent == a] for a in sorted(truths)}
-        reflections = [_label(scenario, specs[a], recs, truths[a], values[a]) for a, recs in by_agent.items()]
+        by_agent = {a: [r for r in roots if r.agent == a][-shown:] for a in sorted(truths)}
+        truths = {a: t[-shown:] for a, t in truths.items()}  # labels judge what the prompt shows
+        reflections = [_label(scenario, specs[a], recs, truths[a], values[a], min_evidence) for a, recs in by_agent.items()]
         caused = {a: sum(t["cause"] == "param" for t in truths[a]) for a in by_agent}
         attribution = combine(attributions)
         root = max(caused, key=lambda a: (caused[a], a == attribution.root_agent)) if any(caused.values()) else attribution.root_agent

@@ -1,11 +1,20 @@
 """The LM Reflector's prompt: a compact text view of one incident.
 
 The prompt names the attributed root agent and, for each agent with root-attributed failing
-records, its failing-step count, its domain terms, and per declared param its error code,
-error type, how many of the failing steps carry that code and which way their symptom
-phrases point (the error-code registry's phrases, e.g. "too low" → increase; the majority
-first), then the last few scratchpads. The model weighs that evidence: whether the votes are lopsided enough to
-act, which agent is the root, and what to write about it.
+records, its failing-step count, its domain terms, per declared param its error code, error
+type and how many of the failing steps carry that code, then the last few scratchpads.
+
+The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's symptom votes
+(:func:`vote_summary`) right before the agent's action: which way the failing steps'
+symptom phrases point (the error-code registry's phrases, e.g. "too low" → increase) and
+how one-sided they are. "How one-sided" is a sign test computed here, not by the model (a
+135M model does not compare counts reliably after a few hundred training examples: without
+it the bundled adapter answered "no action" for every agent): ``one-sided`` when
+P(X ≥ k | n, ½) < ``alpha`` with n ≥ ``min_votes``, ``too few`` under ``min_votes``, else
+``mixed``. The labels the model learns from are the simulator's ground truth (is the param
+the cause of most of the agent's failures, in at least five of them?), not this test, so
+the two can disagree; the model weighs the evidence: whether to act, which agent is the
+root, and what to write about it.
 """
 from __future__ import annotations
 
@@ -13,13 +22,13 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from rrsi.agents.reflector import reflection_context, symptom_votes
+from rrsi.agents.reflector import reflection_context, sign_test, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
 
 from rrsi.hub.lm.template import AgentView, Segment, program
 
-__all__ = ["PromptConfig", "SYSTEM", "IncidentInput", "Prepared", "prepare", "evidence_by_agent", "agent_views", "prompt_text", "chat_prompt"]
+__all__ = ["PromptConfig", "SYSTEM", "IncidentInput", "Prepared", "prepare", "evidence_by_agent", "agent_views", "vote_summary", "prompt_text", "chat_prompt"]
 
 SYSTEM = "You analyse failures of a pipeline of agents and answer with one JSON reflection."
 
@@ -34,12 +43,15 @@ class PromptConfig(_Model):
         max_records: only each agent's latest this many failing records are counted and shown
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
+        alpha, min_votes: when a param's symptom votes are called ``one-sided`` (see above).
     """
 
     steps_per_agent: int = Field(default=1, ge=0, le=32)
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=32, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
+    alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
+    min_votes: int = Field(default=5, ge=1)
 
 
 @dataclass(frozen=True)
@@ -76,9 +88,10 @@ def prepare(incident: IncidentInput, registry: ErrorCodeRegistry, config: Prompt
     if not evidence:
         return None
     context = reflection_context([incident.specs[a] for a in evidence], registry)
-    views = agent_views(list(evidence), incident.specs, context)
-    text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config, registry)
-    return Prepared(incident, text, views, program(views, config.max_tokens), context)
+    views = agent_views(list(evidence), incident.specs, context,
+                        {a: vote_summary(incident.specs[a], records, registry, config) for a, records in evidence.items()})
+    text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
+    return Prepared(incident, text, views, program(views, config.max_tokens, incident.attribution.root_agent), context)
 
 
 def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec]) -> dict[str, list[StepRecord]]:
@@ -93,9 +106,27 @@ def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec
     return dict(sorted(by_agent.items()))
 
 
-def agent_views(agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext) -> list[AgentView]:
-    """The template's view of each agent: declared params and the domain terms it may cite."""
-    return [AgentView(a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ()))) for a in agents]
+def agent_views(agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext,
+                evidence: dict[str, str] | None = None) -> list[AgentView]:
+    """The template's view of each agent: declared params, the domain terms it may cite and
+    the evidence line the answer restates (:func:`vote_summary`)."""
+    evidence = evidence or {}
+    return [AgentView(a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ())), evidence.get(a, ""))
+            for a in agents]
+
+
+def vote_summary(spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: PromptConfig | None = None) -> str:
+    """One line of an agent's symptom votes, e.g. ``parse_strictness increase 37 of 38, one-sided``
+    (params in declaration order, ``; `` between them; ``no symptoms`` without votes)."""
+    config = config or PromptConfig()
+    votes = symptom_votes(spec, records, registry)
+    parts = []
+    for p in spec.params:
+        v = votes.get(p.name)
+        if v:
+            top = max(("increase", "decrease"), key=lambda d: v[d])
+            parts.append(f"{p.name} {top} {v[top]} of {v.total()}, {_sidedness(v[top], v.total(), config)}")
+    return "; ".join(parts) or "no symptoms"
 
 
 def prompt_text(
@@ -105,7 +136,6 @@ def prompt_text(
     specs: dict[str, AgentSpec],
     context: ReflectionContext,
     config: PromptConfig | None = None,
-    registry: ErrorCodeRegistry | None = None,
 ) -> str:
     """The user message describing the incident.
 
@@ -116,26 +146,25 @@ def prompt_text(
         specs: the agents' declarations.
         context: domain terms per agent.
         config: truncation limits.
-        registry: error codes, to read symptom directions (none shown without it).
     """
     config = config or PromptConfig()
     lines = [f"Incident {incident_id}. Attributed root agent: {attribution.root_agent}."]
     for agent, records in evidence.items():
         terms = ", ".join(context.domain_terms.get(agent, [])) or "none"
         lines.append(f"Agent {agent}: {len(records)} failing steps. Terms: {terms}.")
-        votes = symptom_votes(specs[agent], records, registry) if registry is not None else {}
         for p in specs[agent].params:
             n = sum(r.error_code == p.error_code for r in records) if p.error_code else 0
-            line = f"- param {p.name} [{p.error_code or 'no code'}, {p.error_type}]: {n} failures"
-            v = votes.get(p.name)
-            if v:
-                ranked = sorted(("increase", "decrease"), key=lambda d: -v[d])
-                line += f", symptoms say {ranked[0]} {v[ranked[0]]}, {ranked[1]} {v[ranked[1]]}"
-            lines.append(line + ".")
+            lines.append(f"- param {p.name} [{p.error_code or 'no code'}, {p.error_type}]: {n} failures.")
         for r in records[len(records) - config.steps_per_agent :] if config.steps_per_agent else []:
             lines.append(f"- last: {r.scratchpad[: config.scratchpad_chars]}")
     lines.append("Reflect on the root cause and the correction of each agent.")
     return "\n".join(lines)
+
+
+def _sidedness(k: int, n: int, config: PromptConfig) -> str:
+    if n < config.min_votes:
+        return "too few"
+    return "one-sided" if sign_test(k, n) < config.alpha else "mixed"
 
 
 def chat_prompt(tokenizer, text: str) -> str:

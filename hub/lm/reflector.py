@@ -63,7 +63,7 @@ def parse_output(text: str, logp: dict[str, float], prep: Prepared, backend: str
             raise SchemaError(f"output.reflections[{i}]: expected an object with agent, error_type, root_cause, correction, actions")
         confidence = math.exp(logp.get(f"{i}.error_type", 0.0) + logp.get(f"{i}.actions", 0.0))
         actions = [{"agent": r.get("agent"), **a} if isinstance(a, dict) else a for a in r.get("actions", [])]
-        body = {k: v for k, v in r.items() if k != "actions"}
+        body = {k: v for k, v in r.items() if k not in ("actions", "evidence")}  # evidence: the template's restated votes
         reflections.append(validate(Reflection, {**body, "confidence": min(1.0, confidence), "actions": actions},
                                     context=context, where=f"output.reflections[{i}]"))
     root = data.get("root_agent")

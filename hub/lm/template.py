@@ -2,11 +2,21 @@
 
 The model's output for an incident is one JSON object::
 
-    {"root_agent": "<agent>", "reflections": [
-      {"agent": "<agent>", "error_type": "<type>", "root_cause": "<term><text>",
-       "correction": "<Verb><text>", "actions": [] | [{"param": "<param>", "op": "increase|decrease"}]}, ...]}
+    {"reflections": [
+      {"agent": "<agent>", "error_type": "<type>", "evidence": "<votes>",
+       "actions": [] | [{"param": "<param>", "op": "increase|decrease"}],
+       "root_cause": "<term><text>", "correction": "<Verb><text>"}, ...],
+     "attributed_root": "<agent>", "root_agent": "<agent>"}
 
-Everything but the choices and the free text is fixed and forced. Choices (root agent,
+Everything but the choices and the free text is fixed and forced. ``evidence`` is forced
+too: it restates the agent's symptom votes from the prompt (e.g. ``parse_strictness
+increase 37 of 38, one-sided``) right before the decision that depends on it, so the
+model decides from the text beside it rather than from a block of the prompt hundreds of
+tokens back (the 135M model trained for a few dozen steps did not learn the latter). The
+root agent is chosen last, after every agent's evidence and decision, with the attribution's
+root restated beside it (``attributed_root``, forced): chosen first, far from that line of
+the prompt, the model picked agents that neither acted nor were blamed. ``evidence`` and
+``attributed_root`` are not fields of the schema; the parser drops them. Choices (root agent,
 error type, domain term, imperative verb, action) are enums taken from the incident's
 :class:`~rrsi.schema.ReflectionContext`; the root cause starts with a chosen domain term and
 the correction with a chosen imperative verb, so both satisfy the schema by construction.
@@ -20,8 +30,11 @@ from dataclasses import dataclass, field
 
 from rrsi.schema import ERROR_TYPES, IMPERATIVE_VERBS
 
-__all__ = ["Fixed", "Choice", "Free", "Segment", "AgentView", "program", "render_values", "VERBS", "OPS", "FIELD_OF"]
+__all__ = ["TEMPLATE_VERSION", "Fixed", "Choice", "Free", "Segment", "AgentView", "program", "render_values", "VERBS", "OPS", "FIELD_OF"]
 
+# Bumped whenever the prompt or the answer's program changes: an adapter trained for another
+# version writes answers the decoder no longer asks for (see adapters.has_adapter).
+TEMPLATE_VERSION = 2
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
 ROOT_CAUSE_CHARS = 128
@@ -68,6 +81,7 @@ class AgentView:
     name: str
     params: tuple[str, ...]
     terms: tuple[str, ...] = field(default_factory=tuple)
+    evidence: str = ""
 
 
 def _actions(params: tuple[str, ...]) -> tuple[str, ...]:
@@ -84,23 +98,27 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     return out
 
 
-def program(agents: list[AgentView], max_tokens: int = 32) -> list[Segment]:
+def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "") -> list[Segment]:
     """The segments of the output for an incident whose evidence covers ``agents``.
 
     Args:
         agents: the agents that get a reflection, in output order (at least one).
         max_tokens: cap on the tokens of each free-text field.
+        attributed: the attribution's root agent, restated (forced) right before the root
+            agent is chosen.
     """
-    segs: list[Segment] = [Fixed('{"root_agent": "'), Choice("root_agent", tuple(a.name for a in agents)), Fixed('", "reflections": [')]
+    segs: list[Segment] = [Fixed('{"reflections": [')]
     for i, a in enumerate(agents):
         segs.append(Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "error_type": "'))
-        segs += [Choice(f"{i}.error_type", ERROR_TYPES), Fixed('", "actions": '), Choice(f"{i}.actions", _actions(a.params))]
+        segs += [Choice(f"{i}.error_type", ERROR_TYPES), Fixed('", "evidence": ' + json.dumps(a.evidence) + ', "actions": '),
+                 Choice(f"{i}.actions", _actions(a.params))]
         segs += [Fixed(', "root_cause": "'), Choice(f"{i}.term", a.terms or ("",))]
         segs.append(Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens))
         segs += [Fixed('", "correction": "'), Choice(f"{i}.verb", VERBS)]
         segs.append(Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True))
         segs.append(Fixed('"}'))
-    segs.append(Fixed("]}"))
+    segs += [Fixed('], "attributed_root": ' + json.dumps(attributed) + ', "root_agent": "'), Choice("root_agent", tuple(a.name for a in agents)),
+             Fixed('"}')]
     return _merge(segs)
 
 

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.lm.reflector import LMReflector
 from tests.helpers import step
@@ -52,3 +54,27 @@ def test_auto_reflects_by_rule_until_the_adapter_exists_then_by_lm(tmp_path, lm)
 def test_rule_never_loads_a_model(tmp_path):
     hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "rule", "lm_adapter": str(tmp_path)})
     assert hub._lm_reflector() is None and hub.stats()["reflector"] == "rule"
+
+
+def test_an_adapter_of_an_older_template_counts_as_missing(tmp_path):
+    import json
+
+    from rrsi.errors import UserError
+    from rrsi.hub.lm.adapters import has_adapter
+    from rrsi.hub.lm.template import TEMPLATE_VERSION
+
+    adapter = tmp_path / "old"
+    adapter.mkdir()
+    (adapter / "adapter_config.json").write_text("{}")
+    assert has_adapter(adapter)  # trained elsewhere, nothing recorded: taken as is
+    (adapter / "training.json").write_text(json.dumps({"config": {}}))  # before templates were versioned
+    assert not has_adapter(adapter)
+    (adapter / "training.json").write_text(json.dumps({"template": TEMPLATE_VERSION}))
+    assert has_adapter(adapter)
+    (adapter / "training.json").write_text(json.dumps({"template": TEMPLATE_VERSION - 1}))
+    assert not has_adapter(adapter)
+    assert ReflectionHub(str(tmp_path / "a.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)})._lm_reflector() is None
+    # lm with a folder path is not trained in place: the error names the field and the way out.
+    hub = ReflectionHub(str(tmp_path / "l.sqlite"), {"reflector": "lm", "lm_adapter": str(adapter)})
+    with pytest.raises(UserError, match=r"config.lm_adapter: .*rrsi train-reflector"):
+        hub._lm_reflector()

@@ -62,17 +62,42 @@ def test_render_refuses_what_the_template_cannot_write(incident):
         render_values(prep.views, "up", bad)
 
 
-def test_prompt_counts_each_params_failures_and_symptom_directions(incident):
+def test_prompt_counts_each_params_failures(incident):
     inc, registry = incident
     text = prepare(inc, registry).text
     assert "Agent up: 3 failing steps." in text
-    assert "- param strict [UP_FAIL_001, format]: 3 failures, symptoms say increase 3, decrease 0." in text
-    assert "- param length [DOWN_FAIL_001, logic]: 1 failures, symptoms say decrease 1, increase 0." in text
+    assert "- param strict [UP_FAIL_001, format]: 3 failures." in text
+    assert "- param length [DOWN_FAIL_001, logic]: 1 failures." in text
     # One scratchpad per agent by default, the latest.
     assert text.count("- last: up:") == 1
 
 
-def test_the_action_is_decided_before_the_texts_explaining_it(incident, tokenizer):
+def test_vote_summary_names_direction_count_and_how_one_sided():
+    from rrsi.error_codes import default_registry
+    from rrsi.schema import AgentSpec
+    from tests.helpers import step
+
+    from rrsi.hub.lm.prompt import PromptConfig, vote_summary
+
+    spec = AgentSpec.model_validate({"name": "a", "params": [
+        {"name": "p", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_001", "error_type": "logic"},
+        {"name": "q", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_002", "error_type": "logic"}]})
+    registry = default_registry()
+    registry.register_agent(spec)
+
+    def records(code, low, high):
+        return [step(trace=f"{code}{i}", step_id="a", agent="a", error_code=code,
+                     scratchpad="looked too low" if i < low else "looked too high") for i in range(low + high)]
+
+    # 9 of 10: P(X >= 9 | 10, 1/2) = 0.011, one-sided only above alpha 0.011.
+    assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry) == "p increase 9 of 10, mixed"
+    assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry, PromptConfig(alpha=0.02)) == "p increase 9 of 10, one-sided"
+    assert vote_summary(spec, records("A_FAIL_001", 0, 7) + records("A_FAIL_002", 2, 1), registry) == (
+        "p decrease 7 of 7, one-sided; q increase 2 of 3, too few")
+    assert vote_summary(spec, [], registry) == "no symptoms"
+
+
+def test_the_answer_restates_the_votes_then_acts_then_explains_and_names_the_root_last(incident, tokenizer):
     from rrsi.hub.lm.constrained import SegmentCodec
 
     inc, registry = incident
@@ -84,8 +109,12 @@ def test_the_action_is_decided_before_the_texts_explaining_it(incident, tokenize
     ]
     ids, _ = SegmentCodec(tokenizer).target(prep.segments, render_values(prep.views, "up", reflections))
     text = tokenizer.decode(ids)
+    assert text.index('"evidence": "strict increase 3 of 3, too few"') < text.index('"actions": [{"param": "strict"')
     assert text.index('"actions": [{"param": "strict"') < text.index('"root_cause": "date format: strict too low"')
-    assert parse_output(text, {}, prep).reflections[1].actions[0].op == "increase"
+    assert text.rindex('"attributed_root": "up", "root_agent": "up"') > text.rindex('"correction"')
+    joint = parse_output(text, {}, prep)
+    assert joint.root_agent == "up" and "evidence" not in joint.reflections[1].model_dump()
+    assert joint.reflections[1].actions[0].op == "increase"
 
 
 def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
@@ -93,4 +122,5 @@ def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
 
     inc, registry = incident
     text = prepare(inc, registry, PromptConfig(max_records=2)).text
-    assert "Agent up: 2 failing steps." in text and "symptoms say increase 2, decrease 0." in text
+    assert "Agent up: 2 failing steps." in text and "- param strict [UP_FAIL_001, format]: 2 failures." in text
+    assert prepare(inc, registry, PromptConfig(max_records=2)).views[1].evidence == "strict increase 2 of 2, too few"
