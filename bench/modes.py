@@ -1,6 +1,6 @@
 """none vs independent vs hub on every bundled scenario: the table in the README.
 
-    python bench/modes.py [--scenarios loan-approval,long-chain,diamond,steady] [--seeds 0,1,2] [--validation shadow]
+    python bench/modes.py [--scenarios loan-approval,long-chain,diamond,steady] [--seeds 0,1,2] [--validation shadow] [--reflector rule]
 
 Per scenario and mode, averaged over seeds: failure rate of round 1 and of the last round,
 updates applied, spurious updates (to agents that were not a root cause that round), and the
@@ -26,9 +26,11 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--validation", default="shadow", choices=["shadow", "canary", "none"])
     parser.add_argument("--approval", default="manual", choices=["manual", "auto"])
+    parser.add_argument("--reflector", default="rule", choices=["rule", "auto", "lm"],
+                        help="rule (default here: the LM takes 20-25 s per incident on 2 cores), auto or lm")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    config = HubConfig(validation=args.validation, approval=args.approval)
+    config = HubConfig(validation=args.validation, approval=args.approval, reflector=args.reflector)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="rrsi")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
