@@ -219,7 +219,7 @@ class ReflectionHub(PlanLifecycle):
         if not has_adapter(path):
             if self.config.reflector == "auto":
                 return None
-            if path != adapter_dir(path.name):  # a folder given by path: only a named adapter is trained here
+            if path.parent != adapter_dir(DEFAULT_ADAPTER).parent:  # a folder given by path: only named adapters are trained here
                 raise UserError(f"config.lm_adapter: no adapter for the current answer template at {path}; "
                                 "train one with `rrsi train-reflector --out NAME`")
             path = ensure_adapter(name, progress=False)
