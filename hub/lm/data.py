@@ -171,8 +171,10 @@ def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 8
         roots, truths, attributions = [], {}, []
         for t in range(int(np.exp(rng.uniform(np.log(15), np.log(max_tasks + 1))))):
             run = _run_trace(scenario, order, executors, values, f"s{seed}-i{k}-t{t}")
-            if run is not None and (trace := run[0]).outcome == "failure":
-                truth = run[1]
+            if run is None:
+                continue
+            trace, truth = run
+            if trace.outcome == "failure":
                 attributions.append(most_upstream(trace))
                 for step in root_steps(trace):
                     roots.append(step)
