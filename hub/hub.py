@@ -24,7 +24,7 @@ from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.schema import AgentSpec, Attribution, GateDecision, StepRecord, Trace, UpdatePlan, validate
-from rrsi.store import Store
+from rrsi.store import SAMPLE_STATES, Store
 
 from rrsi.hub.gating import Gate
 from rrsi.hub.metrics import HubMetrics
@@ -80,6 +80,7 @@ class ReflectionHub(PlanLifecycle):
         self.metrics = HubMetrics()
         self._model = None
         self._lm = None
+        self.retrainer = None
 
     def _add(self, spec: AgentSpec) -> None:
         self.registry.register_agent(spec)
@@ -189,8 +190,22 @@ class ReflectionHub(PlanLifecycle):
             self.graph.learn(t)
         for group in group_traces(traces, self.graph, self.config.incident_window_s):
             self._analyze_group(group, report)
+        if self.retrainer is not None:
+            self._retrain(report)
         self.metrics.analysed()
         return report
+
+    def _retrain(self, report: dict) -> None:
+        """Label settled samples, start a due retraining, and reload the LM once one has finished."""
+        self.retrainer.settle()
+        swapped = self.retrainer.poll()
+        report["retraining"] = self.retrainer.status()
+        if swapped is not None:
+            log.info("LM Reflector retrained (%s); reloading it", swapped)
+            close = getattr(self._lm, "close", None)
+            if close is not None:
+                close()
+            self._lm = None
 
     def _attribute(self, group: list[Trace]) -> list[Attribution]:
         """One attribution per trace by the configured model (the GNN is loaded, or trained, once)."""
@@ -223,6 +238,12 @@ class ReflectionHub(PlanLifecycle):
                 raise UserError(f"config.lm_adapter: no adapter for the current answer template at {path}; "
                                 "train one with `rrsi train-reflector --out NAME`")
             path = ensure_adapter(name, progress=False)
+        if self.config.retrain and self.retrainer is None:
+            from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
+
+            policy = RetrainingPolicy(every_samples=self.config.retrain_every_samples, every_days=self.config.retrain_every_days,
+                                      epochs=self.config.retrain_epochs)
+            self.retrainer = Retrainer(self.store, self.registry, path, policy, num_gpus=self.config.lm_num_gpus)
         if self.config.lm_workers:
             from rrsi.hub.lm.worker import WorkerPool
 
@@ -291,7 +312,15 @@ class ReflectionHub(PlanLifecycle):
                 self.evidence.pop(r.agent, None)
         review = self._quality_review(joint, incident)
         eligible, held, decisions = self.gate.split(joint, self.specs) if review is None else (None, joint, review)
+        if self._plan(report, eligible, held, decisions) and self.retrainer is not None:
+            from rrsi.hub.lm.prompt import IncidentInput
+
+            self.retrainer.add(IncidentInput(incident.incident_id, incident.attribution, standing, self.specs), joint)
+
+    def _plan(self, report: dict, eligible, held, decisions: list[GateDecision]) -> bool:
+        """A blocked plan for what the gate held and a validated plan for what it let through; whether any was made."""
         current = {a: self.current_params(a) for a in self.specs}
+        planned = len(report["plans"])
         if held is not None:
             plan = plan_update(held, self.specs, current, self.config, self.graph)
             if plan is not None:
@@ -305,6 +334,7 @@ class ReflectionHub(PlanLifecycle):
                 plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible]})
                 self.store.put_plan(plan)
                 self._report(report, self._validate(plan))
+        return len(report["plans"]) > planned
 
     def incidents(self, limit: int = 50) -> list[dict]:
         """The latest incidents, newest first, with their root agent and plan states."""
@@ -332,6 +362,13 @@ class ReflectionHub(PlanLifecycle):
             "reflection": reflection.model_dump() if reflection else None,
             "plans": [p.model_dump() for p in self.store.plans() if p.incident_id == incident_id],
         }
+
+    def samples(self, state: str = "ready") -> list[dict]:
+        """The LM Reflector's retraining samples in ``state``, as rows of the user JSONL format
+        (``rrsi train-reflector --data`` trains on them)."""
+        if state not in SAMPLE_STATES:
+            raise SchemaError(f"state: expected one of {list(SAMPLE_STATES)}, got {state!r}")
+        return [row for _, row in self.store.samples(state)]
 
     def start_loop(self, interval_s: float = 10.0) -> bool:
         """Analyse every ``interval_s`` seconds in a background thread; False if already running."""
@@ -366,6 +403,7 @@ class ReflectionHub(PlanLifecycle):
             "analysis_loop": self._loop is not None,
             "reflector": self.config.reflector,
             "lm_loaded": self._lm is not None,
+            "retraining": self.retrainer.status() if self.retrainer is not None else None,
         }
 
 

@@ -159,7 +159,8 @@ def cmd_hub_start(args: argparse.Namespace) -> int:
     _init_ray(args.address, args.num_cpus)
     store = Path(args.store) if args.store else default_home() / "hub.sqlite"
     config = validate(HubConfig, {"approval": args.approval, "validation": args.validation, "reflector": args.reflector,
-                                  "lm_adapter": args.lm_adapter, "lm_workers": args.lm_workers, "lm_num_gpus": args.lm_gpus},
+                                  "lm_adapter": args.lm_adapter, "lm_workers": args.lm_workers, "lm_num_gpus": args.lm_gpus,
+                                  "retrain": not args.no_retrain, "retrain_every_samples": args.retrain_every},
                       where="hub start")
     hub = get_or_create_hub(str(store), config, detached=args.detached)
     ray.get(hub.start_loop.remote(args.interval))
@@ -184,6 +185,13 @@ def cmd_query(args: argparse.Namespace) -> int:
         return 0
     if args.what == "status":
         _print_json(call("stats"))
+    elif args.what == "samples":
+        lines = [json.dumps(row) + "\n" for row in call("samples", args.state)]
+        if args.out:
+            Path(args.out).write_text("".join(lines))
+            console.print(f"{len(lines)} {args.state} samples written to {args.out} (train on them: rrsi train-reflector --data {args.out})")
+        else:
+            sys.stdout.write("".join(lines))
     elif args.what == "list" and args.command == "agents":
         table = Table(title="agents")
         for col in ["agent", "depends on", "params"]:
@@ -283,6 +291,9 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--lm-adapter", help="adapter folder or name under ~/.rrsi/adapters (default: default)")
     start.add_argument("--lm-workers", type=int, default=0, help="reflector:<n> Ray actors serving the LM (0: in the hub)")
     start.add_argument("--lm-gpus", type=float, default=0.0, help="GPUs each reflector actor asks Ray for (fractional allowed)")
+    start.add_argument("--retrain-every", type=int, default=200,
+                       help="retrain the LM Reflector's adapter after this many validated samples (or 7 days with one)")
+    start.add_argument("--no-retrain", action="store_true", help="never retrain the adapter from the hub's incidents")
     start.set_defaults(func=cmd_hub_start)
     views = [
         (hub_cmd.add_parser("status", help="counts of agents, records, incidents, plans"), "status"),
@@ -295,7 +306,13 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("incident_id")
     rollback = sub.add_parser("rollback", help="roll back a promoted plan")
     rollback.add_argument("plan_id")
-    for cmd in [v for v, _ in views] + [listing, show, rollback]:
+    from rrsi.store import SAMPLE_STATES
+
+    samples = hub_cmd.add_parser("samples", help="the LM Reflector's retraining samples, as user JSONL for train-reflector --data")
+    samples.add_argument("--state", choices=SAMPLE_STATES, default="ready",
+                         help="ready (labelled by validation, default), pending (plans unsettled), used, dropped")
+    samples.add_argument("--out", help="write the JSONL here instead of standard output")
+    for cmd in [v for v, _ in views] + [listing, show, rollback, samples]:
         cmd.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
         cmd.add_argument("--address", help="ask the hub actor of this Ray cluster instead of opening the store")
         cmd.set_defaults(func=cmd_query)

@@ -50,11 +50,12 @@ def _examples(args):
 
 
 def _train(args) -> int:
-    from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained, scenario_registry
+    from rrsi.hub.lm.adapters import DEFAULT_TRAINING, resolve_adapter, save_trained, scenario_registry
 
     scenario, examples = _examples(args)
     given = {"base": args.base, "batch_size": args.batch_size, "lr": args.lr, "qlora": args.qlora, "lora_layers": args.lora_layers,
-             "target_modules": args.target_modules, "seed": args.seed, "threads": args.threads, "steps": args.steps, "epochs": args.epochs}
+             "target_modules": args.target_modules, "seed": args.seed, "threads": args.threads, "steps": args.steps, "epochs": args.epochs,
+             "init_adapter": str(resolve_adapter(args.init)) if args.init else None}
     config = {**DEFAULT_TRAINING, **{k: v for k, v in given.items() if v is not None}}
     if args.epochs is not None and args.steps is None:
         config.pop("steps", None)
@@ -103,7 +104,8 @@ def add_commands(subparsers) -> None:
     """Add ``train-reflector`` and ``eval-reflector`` to an argparse subparsers object."""
     t = subparsers.add_parser("train-reflector", help="fine-tune a LoRA adapter for the LM Reflector")
     _common(t, seed=0)
-    t.add_argument("--out", default="default", help="adapter name under RRSI_HOME/adapters (default: default)")
+    t.add_argument("--out", default="default", help="adapter name under RRSI_HOME/adapters, or a folder path (default: default)")
+    t.add_argument("--init", default=None, help="continue training this adapter (a name or a folder) instead of a fresh one")
     bundled = "default: as the bundled adapter"
     t.add_argument("--steps", type=_positive, default=None, help=f"optimizer steps ({bundled})")
     t.add_argument("--epochs", type=float, default=None, help="passes over the data instead of --steps")

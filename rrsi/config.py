@@ -48,6 +48,11 @@ class HubConfig(_Model):
     ``reflector:<n>`` Ray actors asking for ``lm_num_gpus`` each (fractional allowed); with 0
     it runs inside the hub's process. An LM reflection whose quality
     composite falls below ``quality_threshold`` goes to human review instead of the updater.
+    With ``retrain`` on, every incident the LM's hub plans from becomes a retraining sample,
+    labelled by what validation found once its plans settle; ``retrain_every_samples`` such
+    samples (or ``retrain_every_days`` days since the adapter was trained, with at least one)
+    continue the adapter for ``retrain_epochs`` passes in the background (a Ray task asking for
+    ``lm_num_gpus``) and the hub reloads it (:mod:`rrsi.hub.lm.retraining`).
     The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
     agents of a plan), the gate (``medium_confidence``, ``high_confidence``,
     ``high_risk_min_errors`` same-type errors within ``evidence_window_s``, ``approval``) and
@@ -72,6 +77,10 @@ class HubConfig(_Model):
     lm_workers: int = Field(default=0, ge=0, le=256)
     lm_num_gpus: float = Field(default=0.0, ge=0.0)
     quality_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+    retrain: bool = True
+    retrain_every_samples: int = Field(default=200, ge=1)
+    retrain_every_days: float = Field(default=7.0, gt=0.0)
+    retrain_epochs: float = Field(default=3.0, gt=0.0)
     attribution_model: str | None = None
     mu: float = Field(default=1.0, ge=0.0)
     trust_region: float = Field(default=0.3, gt=0.0)

@@ -16,7 +16,7 @@ from pathlib import Path
 from rrsi.errors import StoreError
 from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, UpdatePlan
 
-__all__ = ["Store", "ParamVersion"]
+__all__ = ["Store", "ParamVersion", "SAMPLE_STATES"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS records (
@@ -36,10 +36,13 @@ CREATE TABLE IF NOT EXISTS approvals (
 CREATE TABLE IF NOT EXISTS param_versions (
     agent TEXT NOT NULL, version INTEGER NOT NULL, state TEXT NOT NULL, plan_id TEXT,
     ts REAL NOT NULL, params TEXT NOT NULL, PRIMARY KEY (agent, version));
+CREATE TABLE IF NOT EXISTS samples (
+    incident_id TEXT PRIMARY KEY, state TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
 """
 
 ParamVersion = tuple[int, dict[str, float], str, str | None]
-_TABLES = frozenset({"records", "agents", "incidents", "reflections", "plans", "approvals", "param_versions"})
+SAMPLE_STATES = ("pending", "ready", "used", "dropped")  # a retraining sample's life (rrsi.hub.lm.retraining)
+_TABLES = frozenset({"records", "agents", "incidents", "reflections", "plans", "approvals", "param_versions", "samples"})
 
 
 class Store:
@@ -208,6 +211,21 @@ class Store:
         """``approved``, ``rejected`` or None."""
         rows = self._read("SELECT decision FROM approvals WHERE plan_id = ?", (plan_id,))
         return rows[0][0] if rows else None
+
+    def put_sample(self, incident_id: str, row: dict, state: str = "pending") -> None:
+        """Store (or replace) the retraining sample of an incident: a training row in ``state``."""
+        self._write("INSERT OR REPLACE INTO samples VALUES (?,?,?,?)", [(incident_id, state, time.time(), json.dumps(row))])
+
+    def samples(self, state: str) -> list[tuple[str, dict]]:
+        """``(incident_id, row)`` of the samples in ``state``, oldest first."""
+        rows = self._read("SELECT incident_id, body FROM samples WHERE state = ? ORDER BY ts", (state,))
+        return [(i, json.loads(b)) for i, b in rows]
+
+    def sample_counts(self) -> dict[str, int]:
+        return dict(self._read("SELECT state, COUNT(*) FROM samples GROUP BY state"))
+
+    def set_sample_state(self, incident_ids: Iterable[str], state: str) -> None:
+        self._write("UPDATE samples SET state = ? WHERE incident_id = ?", [(state, i) for i in incident_ids])
 
     def close(self) -> None:
         with self._lock:

@@ -80,23 +80,26 @@ def scenario_registry(scenario=None) -> ErrorCodeRegistry:
     return registry
 
 
-def save_trained(examples: list[Example], registry: ErrorCodeRegistry, config: TrainConfig | dict, name: str,
-                 progress: bool = True) -> tuple[Path, dict]:
+def save_trained(examples: list[Example], registry: ErrorCodeRegistry, config: TrainConfig | dict, name: str | Path,
+                 progress: bool = True, info: dict | None = None) -> tuple[Path, dict]:
     """Train on ``examples`` and store the adapter as ``name`` (atomic replace).
+
+    Args:
+        name: an adapter name or folder path (:func:`resolve_adapter`).
+        info: extra entries for ``training.json``.
 
     Returns:
         the adapter folder and the training report (without the model).
     """
-    target = adapter_dir(name)
+    target = resolve_adapter(name)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=target.parent))
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
     try:
         report = train_lora(examples, registry, config, out=tmp, progress=progress)
         report.pop("model")
         cfg = config if isinstance(config, dict) else config.model_dump()
         sources = sorted({e.source for e in examples})
-        info = {"template": TEMPLATE_VERSION, "config": cfg, "sources": sources, **report}
-        (tmp / "training.json").write_text(json.dumps(info, indent=2))
+        (tmp / "training.json").write_text(json.dumps({"template": TEMPLATE_VERSION, "config": cfg, "sources": sources, **(info or {}), **report}, indent=2))
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         try:

@@ -39,7 +39,8 @@ from rrsi.scenario import Scenario
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.template import VERBS
 
-__all__ = ["Example", "synthetic_examples", "whowhen_examples", "load_jsonl", "sqrt_frequency_weights", "WHOWHEN_CODE"]
+__all__ = ["Example", "synthetic_examples", "whowhen_examples", "load_jsonl", "example_from_row", "label_texts", "sqrt_frequency_weights",
+           "WHOWHEN_CODE"]
 
 WHOWHEN_CODE = "TASK_FAILED_001"
 _UNPRINTABLE = re.compile(r'[^ -~]|["\\]')
@@ -110,7 +111,9 @@ def _run_trace(scenario: Scenario, order: list[str], executors: dict, values: di
     return Trace.from_steps(steps), truths
 
 
-def _texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool = False) -> dict:
+def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool = False) -> dict:
+    """The expert texts of one agent: acting on ``param`` (``op``), or keeping it (``op`` None: the
+    failures point both ways, or are too ``few`` to tell)."""
     p = spec.param(param)
     if op is None:
         return {
@@ -139,11 +142,11 @@ def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truth
         if n >= min_evidence:
             optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
             op = "increase" if values[param] < optimum else "decrease"
-            return {"agent": spec.name, **_texts(spec, term, param, op)}
-        return {"agent": spec.name, **_texts(spec, term, param, None, few=True)}
+            return {"agent": spec.name, **label_texts(spec, term, param, op)}
+        return {"agent": spec.name, **label_texts(spec, term, param, None, few=True)}
     code = Counter(r.error_code for r in records).most_common(1)[0][0]
     param = next(p.name for p in spec.params if p.error_code == code)
-    return {"agent": spec.name, **_texts(spec, term, param, None, few=len(records) < min_evidence)}
+    return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
 
 
 def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = 5) -> list[Example]:
@@ -231,17 +234,43 @@ def whowhen_examples(directory: str | Path, split: str = "train", holdout: float
     return out
 
 
-def _user_reflection(i: int, r: dict, spec: AgentSpec) -> dict:
+def _user_reflection(where: str, r: dict, spec: AgentSpec) -> dict:
     actions = [a for a in r.get("actions", []) if a["op"] in ("increase", "decrease")]
     if len(actions) < len(r.get("actions", [])):
-        raise SchemaError(f"line {i}: reflection of {spec.name!r}: op 'set' cannot be learned; use increase or decrease")
+        raise SchemaError(f"{where}: reflection of {spec.name!r}: op 'set' cannot be learned; use increase or decrease")
     term = next((t for t in spec.domain_terms if r["root_cause"].lower().startswith(t.lower())), None)
     cause = r["root_cause"] if term or not spec.domain_terms else f"{spec.domain_terms[0]}: {r['root_cause']}"
     correction = r["correction"][0].upper() + r["correction"][1:]
     if correction.split(" ", 1)[0] not in VERBS:
-        raise SchemaError(f"line {i}: correction of {spec.name!r} must start with an imperative verb (got {correction[:20]!r})")
+        raise SchemaError(f"{where}: correction of {spec.name!r} must start with an imperative verb (got {correction[:20]!r})")
     return {"agent": spec.name, "error_type": r["error_type"], "root_cause": _clean(cause, 128), "correction": _clean(correction, 256),
             "action": (actions[0]["param"], actions[0]["op"]) if actions else None}
+
+
+ROW_KEYS = frozenset({"incident_id", "attribution", "root_records", "specs", "reflection"})
+
+
+def example_from_row(row: dict, where: str = "row", source: str = "user") -> Example:
+    """One training pair from a row of the user JSONL format (see :func:`load_jsonl`).
+
+    Raises:
+        SchemaError: naming ``where`` and the field.
+    """
+    if not isinstance(row, dict):
+        raise SchemaError(f"{where}: expected a JSON object, got {type(row).__name__}")
+    missing = ROW_KEYS - set(row)
+    if missing:
+        raise SchemaError(f"{where}: missing keys {sorted(missing)}")
+    specs = {s.name: s for s in (validate(AgentSpec, s, where=f"{where}.specs") for s in row["specs"])}
+    records = [validate(StepRecord, r, where=f"{where}.root_records") for r in row["root_records"]]
+    joint = validate(JointReflection, {**row["reflection"], "incident_id": row["incident_id"], "backend": source}, where=f"{where}.reflection")
+    by_agent = {r.agent: r for r in joint.reflections}
+    agents = sorted({r.agent for r in records if r.failed and r.agent in specs})
+    if set(agents) != set(by_agent):
+        raise SchemaError(f"{where}.reflection: needs exactly one reflection per agent with failing records {agents} (got {sorted(by_agent)})")
+    reflections = [_user_reflection(where, by_agent[a].model_dump(), specs[a]) for a in agents]
+    attribution = validate(Attribution, row["attribution"], where=f"{where}.attribution")
+    return Example(IncidentInput(row["incident_id"], attribution, records, specs), joint.root_agent, reflections, source)
 
 
 def load_jsonl(path: str | Path) -> list[Example]:
@@ -264,19 +293,7 @@ def load_jsonl(path: str | Path) -> list[Example]:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
             raise SchemaError(f"line {i}: not JSON ({exc.msg})") from None
-        missing = {"incident_id", "attribution", "root_records", "specs", "reflection"} - set(row)
-        if missing:
-            raise SchemaError(f"line {i}: missing keys {sorted(missing)}")
-        specs = {s.name: s for s in (validate(AgentSpec, s, where=f"line {i}.specs") for s in row["specs"])}
-        records = [validate(StepRecord, r, where=f"line {i}.root_records") for r in row["root_records"]]
-        joint = validate(JointReflection, {**row["reflection"], "incident_id": row["incident_id"], "backend": "user"}, where=f"line {i}.reflection")
-        by_agent = {r.agent: r for r in joint.reflections}
-        agents = sorted({r.agent for r in records if r.failed and r.agent in specs})
-        if set(agents) != set(by_agent):
-            raise SchemaError(f"line {i}.reflection: needs exactly one reflection per agent with failing records {agents} (got {sorted(by_agent)})")
-        reflections = [_user_reflection(i, by_agent[a].model_dump(), specs[a]) for a in agents]
-        attribution = validate(Attribution, row["attribution"], where=f"line {i}.attribution")
-        out.append(Example(IncidentInput(row["incident_id"], attribution, records, specs), joint.root_agent, reflections, "user"))
+        out.append(example_from_row(row, f"line {i}"))
     return out
 
 

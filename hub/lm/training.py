@@ -60,6 +60,8 @@ class TrainConfig(_Model):
         lora_r, lora_alpha, lora_dropout, target_modules: the LoRA adapter.
         lora_layers: adapt only the top this many decoder layers (``None``: all). Autograd
             then stops below them, so a CPU step costs little more than a forward pass.
+        init_adapter: continue training this saved adapter (its own LoRA settings apply;
+            the ``lora_*`` and ``target_modules`` fields are then ignored).
         qlora: load the base 4-bit (nf4, double quantization) and train LoRA on top.
         weights: loss weight per field group.
         max_length: examples longer than this many tokens are cut from the left of the prompt.
@@ -81,6 +83,7 @@ class TrainConfig(_Model):
     lora_dropout: float = Field(default=0.1, ge=0.0, lt=1.0)
     target_modules: list[str] = Field(default_factory=lambda: ["q_proj", "v_proj"], min_length=1)
     lora_layers: int | None = Field(default=None, ge=1)
+    init_adapter: str | None = None
     qlora: bool = False
     weights: FieldWeights = Field(default_factory=FieldWeights)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
@@ -232,11 +235,15 @@ def _step_loss(model, ids: torch.Tensor, attn: torch.Tensor, groups: list[list[s
 
 
 def _peft_model(config: TrainConfig, device: str):
-    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+    from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 
+    if config.init_adapter is not None and not (Path(config.init_adapter) / "adapter_config.json").is_file():
+        raise SchemaError(f"train.init_adapter: no adapter (adapter_config.json) in {config.init_adapter}")
     model = load_model(config.base, device=device, quantize_4bit=config.qlora)
     if config.qlora:
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+    if config.init_adapter is not None:
+        return PeftModel.from_pretrained(model, config.init_adapter, is_trainable=True)
     n_layers = model.config.num_hidden_layers
     if config.lora_layers is not None and config.lora_layers > n_layers:
         raise SchemaError(f"train.lora_layers: the model has {n_layers} layers (got {config.lora_layers})")

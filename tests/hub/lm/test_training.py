@@ -68,3 +68,8 @@ def test_weighted_loss_is_per_choice_for_choices_and_per_token_for_text():
     assert loss.item() == pytest.approx((0.4 * 3 * math.log(4) + 0.35 * math.log(4)) / 0.75)
     # Without shares every group is a per-token mean.
     assert weighted_loss(logits, targets, names, weights).item() == pytest.approx(math.log(4))
+
+
+def test_init_adapter_must_be_an_adapter_folder(incident, tmp_path):
+    with pytest.raises(SchemaError, match="train.init_adapter: no adapter"):
+        train_lora([_example(incident)], incident[1], {"steps": 1, "init_adapter": str(tmp_path)}, progress=False)
