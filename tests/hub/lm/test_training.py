@@ -73,3 +73,41 @@ def test_weighted_loss_is_per_choice_for_choices_and_per_token_for_text():
 def test_init_adapter_must_be_an_adapter_folder(incident, tmp_path):
     with pytest.raises(SchemaError, match="train.init_adapter: no adapter"):
         train_lora([_example(incident)], incident[1], {"steps": 1, "init_adapter": str(tmp_path)}, progress=False)
+
+
+def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradient(incident, lm):
+    import torch
+    from peft import LoraConfig, get_peft_model
+
+    from rrsi.hub.lm.constrained import SegmentCodec
+    from rrsi.hub.lm.prompt import IncidentInput
+    from rrsi.hub.lm.training import FieldWeights, _batch, _parts, _step_loss, encode_examples, group_totals
+
+    inc, registry = incident
+    model, tokenizer = lm
+    short = IncidentInput("inc-2", inc.attribution, inc.root_records[:3], {"up": inc.specs["up"]})
+    examples = [_example(incident), Example(short, "up", _example(incident).reflections[1:], "user")]
+    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, TrainConfig())
+    assert len(encoded[0].ids) != len(encoded[1].ids)
+    peft = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], layers_to_transform=[29], init_lora_weights=False))
+    weights, totals = FieldWeights(), group_totals(encoded)
+    try:
+        params = [p for p in peft.parameters() if p.requires_grad]
+
+        def loss_and_grad(parts):
+            for p in params:
+                p.grad = None
+            loss = 0.0
+            for part in parts:
+                part_loss = _step_loss(peft, *_batch(part, tokenizer.pad_token_id, "cpu"), weights, totals)
+                part_loss.backward()
+                loss += part_loss.item()
+            return loss, [p.grad.clone() for p in params]
+
+        whole, whole_grad = loss_and_grad([encoded])
+        split, split_grad = loss_and_grad(_parts(encoded, 1))
+    finally:
+        peft.unload()  # the session's shared base model, unchanged
+    assert split == pytest.approx(whole, rel=1e-4)
+    for a, b in zip(whole_grad, split_grad):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
