@@ -30,7 +30,7 @@ def main() -> None:
                         help="rule (default here: the LM takes 20-25 s per incident on 2 cores), auto or lm")
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    config = HubConfig(validation=args.validation, approval=args.approval, reflector=args.reflector)
+    config = HubConfig(validation=args.validation, approval=args.approval, reflector=args.reflector, retrain=False)
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="rrsi")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

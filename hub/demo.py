@@ -46,6 +46,7 @@ class RoundResult(BaseModel):
     attribution_model: str | None
     reflections: dict[str, int] = Field(default_factory=dict)
     drift: dict[str, float]
+    retrained: bool = False
 
 
 class ModeResult(BaseModel):
@@ -70,6 +71,7 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "attribution_model": last.attribution_model,
         "reflections": {b: sum(r.reflections.get(b, 0) for r in mode.rounds) for b in sorted({b for r in mode.rounds for b in r.reflections})},
         "drift": last.drift,
+        "retrainings": sum(r.retrained for r in mode.rounds),
         "max_drift_non_root": max(bystanders.values(), default=0.0),
     }
 
@@ -109,6 +111,7 @@ class PipelineRun:
         self.result = ModeResult(mode=mode)
         self.attribution_model: str | None = None
         self.reflections: dict[str, int] = {}
+        self.retrained = False
 
     def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
         """Run one round of tasks level by level; returns trace → agent → outcome."""
@@ -144,6 +147,7 @@ class PipelineRun:
                 by_state.setdefault(p["state"], []).extend(u["agent"] for u in p["updates"])
             self.attribution_model = report["attribution_model"]
             self.reflections = report["reflections"]
+            self.retrained = "retrained" in report
             return by_state, report["trace_roots"]
         if self.mode == "independent":
             names = list(self.harnesses)
@@ -183,6 +187,7 @@ class PipelineRun:
             attribution_model=self.attribution_model,
             reflections=self.reflections,
             drift=dict(zip(names, drifts)),
+            retrained=self.retrained,
         )
         self.result.rounds.append(result)
         return result

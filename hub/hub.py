@@ -202,10 +202,12 @@ class ReflectionHub(PlanLifecycle):
         report["retraining"] = self.retrainer.status()
         if swapped is not None:
             log.info("LM Reflector retrained (%s); reloading it", swapped)
-            close = getattr(self._lm, "close", None)
-            if close is not None:
-                close()
-            self._lm = None
+            report["retrained"] = str(swapped)
+            reload = getattr(self._lm, "reload", None)
+            if reload is not None:
+                reload()  # reflector actors load it in place
+            else:
+                self._lm = None  # loaded from the adapter folder on next use
 
     def _attribute(self, group: list[Trace]) -> list[Attribution]:
         """One attribution per trace by the configured model (the GNN is loaded, or trained, once)."""

@@ -11,7 +11,8 @@ from pathlib import Path
 
 from rrsi.errors import UserError
 
-__all__ = ["add_commands"]
+__all__ = ["add_commands", "positive_int"]
+
 
 def _int_at_least(minimum: int, what: str):
     """An argparse type: an integer >= ``minimum``, named ``what`` in the error."""
@@ -26,7 +27,7 @@ def _int_at_least(minimum: int, what: str):
     return parse
 
 
-_positive = _int_at_least(1, "positive")
+positive_int = _int_at_least(1, "positive")
 _count = _int_at_least(0, "non-negative")
 
 
@@ -107,21 +108,21 @@ def add_commands(subparsers) -> None:
     t.add_argument("--out", default="default", help="adapter name under RRSI_HOME/adapters, or a folder path (default: default)")
     t.add_argument("--init", default=None, help="continue training this adapter (a name or a folder) instead of a fresh one")
     bundled = "default: as the bundled adapter"
-    t.add_argument("--steps", type=_positive, default=None, help=f"optimizer steps ({bundled})")
+    t.add_argument("--steps", type=positive_int, default=None, help=f"optimizer steps ({bundled})")
     t.add_argument("--epochs", type=float, default=None, help="passes over the data instead of --steps")
-    t.add_argument("--batch-size", type=_positive, default=None, help=bundled)
+    t.add_argument("--batch-size", type=positive_int, default=None, help=bundled)
     t.add_argument("--lr", type=float, default=None, help=f"learning rate ({bundled}; the library default is 2e-5)")
-    t.add_argument("--lora-layers", type=_positive, default=None, help=f"adapt only the top N layers ({bundled})")
+    t.add_argument("--lora-layers", type=positive_int, default=None, help=f"adapt only the top N layers ({bundled})")
     t.add_argument("--target-modules", nargs="+", default=None, help=f"LoRA target modules ({bundled}; library: q_proj v_proj)")
     t.add_argument("--qlora", action="store_true", help="4-bit nf4 base (bitsandbytes) + LoRA")
     t.add_argument("--incidents", type=_count, default=240, help="synthetic incidents to train on (0: none)")
     t.add_argument("--data", action="append", help="user JSONL of incident/reflection pairs (repeatable)")
-    t.add_argument("--threads", type=_positive, default=2, help="torch CPU threads")
+    t.add_argument("--threads", type=positive_int, default=2, help="torch CPU threads")
     t.add_argument("--quiet", action="store_true", help="no progress bar")
     t.set_defaults(func=_train)
     e = subparsers.add_parser("eval-reflector", help="score the LM Reflector on held-out synthetic incidents")
     _common(e, seed=1000)
     e.add_argument("--adapter", default="default", help="adapter name or folder, or none for the base model")
     e.add_argument("--incidents", type=_count, default=50, help="held-out synthetic incidents (0: skip them)")
-    e.add_argument("--batch-size", type=_positive, default=8)
+    e.add_argument("--batch-size", type=positive_int, default=8)
     e.set_defaults(func=_eval)

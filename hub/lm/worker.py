@@ -61,12 +61,16 @@ class ReflectorWorker:
                  batch_size: int, threads: int) -> None:
         import torch
 
+        torch.set_num_threads(threads)
+        self._args = (ErrorCodeRegistry.from_list(registry_entries), adapter, base, PromptConfig.model_validate(prompt), batch_size)
+        self.reload()
+
+    def reload(self) -> None:
+        """Load the model and adapter again from their folders (after the adapter was retrained in place)."""
         from rrsi.hub.lm.reflector import LMReflector
 
-        torch.set_num_threads(threads)
-        registry = ErrorCodeRegistry.from_list(registry_entries)
-        self.reflector = LMReflector(registry, adapter=adapter, base=base, device="auto",
-                                     prompt=PromptConfig.model_validate(prompt), batch_size=batch_size)
+        registry, adapter, base, prompt, batch_size = self._args
+        self.reflector = LMReflector(registry, adapter=adapter, base=base, device="auto", prompt=prompt, batch_size=batch_size)
 
     def device(self) -> str:
         return self.reflector.device
@@ -120,6 +124,13 @@ class WorkerPool:
             self._next += 1
         try:
             return [r for part in ray.get(refs) for r in part]
+        except ray.exceptions.RayActorError as exc:
+            raise ActorFailure(f"reflector worker died: {exc}") from None
+
+    def reload(self) -> None:
+        """Every worker loads its adapter again from its folder, in place (names and GPU shares kept)."""
+        try:
+            ray.get([w.reload.remote() for w in self.workers])
         except ray.exceptions.RayActorError as exc:
             raise ActorFailure(f"reflector worker died: {exc}") from None
 

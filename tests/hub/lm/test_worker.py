@@ -24,6 +24,10 @@ def test_worker_on_logical_gpu_runs_on_cpu(ray_gpu, incident):
         assert pool.devices() == ["cpu"]
         joint = pool.reflect(inc.incident_id, inc.attribution, inc.root_records, inc.specs)
         assert joint is not None and joint.backend == "lm" and {r.agent for r in joint.reflections} == {"up", "down"}
+        [worker] = pool.workers
+        assert ray_gpu.get(worker.stats.remote())["tokens"] > 0
+        pool.reload()  # a fresh reflector from the same folders, same actor
+        assert ray_gpu.get(worker.stats.remote())["tokens"] == 0 and pool.devices() == ["cpu"]
     finally:
         pool.close()
 
