@@ -9,7 +9,10 @@ it becomes ``ready``:
 - an action whose plan was promoted is kept;
 - an action whose plan was rolled back, or rejected by a human, becomes "keep unchanged";
 - an agent with evidence that the reflection left out (the rule Reflector reflects only on
-  agents it would act on) is labelled "keep unchanged" as well.
+  agents it would act on) is labelled "keep unchanged" as well;
+- an agent whose plan still awaits a human decision (held by the gate or the quality review)
+  is left out of the sample, its records with it, once the incident's other plans have
+  settled; while the root agent awaits one, the sample waits.
 
 A sample that cannot be labelled (failures under a code no declared param owns) is
 ``dropped``. When the :class:`RetrainingPolicy` is due — ``every_samples`` ready samples, or
@@ -89,11 +92,12 @@ def sample_row(incident: IncidentInput, joint: JointReflection, max_records: int
 
 
 def plan_outcome(plan: UpdatePlan, approval: str | None) -> str | None:
-    """``promoted``, ``rolled_back`` or ``rejected`` once a plan has settled, else None."""
+    """``promoted``, ``rolled_back`` or ``rejected`` once a plan has settled, ``awaiting`` while
+    it waits for a human decision, else None (under validation, or approved and on its way)."""
     if plan.state in ("promoted", "rolled_back"):
         return plan.state
-    if plan.state == "blocked" and approval == "rejected":
-        return "rejected"
+    if plan.state == "blocked":
+        return {"rejected": "rejected", None: "awaiting"}.get(approval)
     return None
 
 
@@ -108,6 +112,11 @@ def _keep(spec: AgentSpec, param: str, records: list[dict]) -> dict | None:
 
 def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | None:
     """The sample labelled by its plans' outcomes (see the module doc); None when it cannot be labelled."""
+    awaiting = {u.agent for plan, outcome in outcomes if outcome == "awaiting" for u in plan.updates}
+    if awaiting:
+        row = {**row, "root_records": [r for r in row["root_records"] if r["agent"] not in awaiting],
+               "specs": [s for s in row["specs"] if s["name"] not in awaiting],
+               "reflection": {**row["reflection"], "reflections": [r for r in row["reflection"]["reflections"] if r["agent"] not in awaiting]}}
     specs = {s["name"]: AgentSpec.model_validate(s) for s in row["specs"]}
     promoted = {(u.agent, p) for plan, outcome in outcomes if outcome == "promoted" for u in plan.updates
                 for p in u.theta_new if u.theta_new[p] != u.theta_old.get(p)}
@@ -198,6 +207,9 @@ class Retrainer:
         for incident_id, row in self.store.samples("pending"):
             outcomes = [(p, plan_outcome(p, self.store.approval(p.plan_id))) for p in plans.get(incident_id, [])]
             if not outcomes or any(o is None for _, o in outcomes):
+                continue
+            awaiting = {u.agent for p, o in outcomes if o == "awaiting" for u in p.updates}
+            if row["reflection"]["root_agent"] in awaiting or all(o == "awaiting" for _, o in outcomes):
                 continue
             labelled = settled_row(row, outcomes)
             if labelled is None:

@@ -123,6 +123,23 @@ def test_rejected_plans_settle_and_unapproved_blocked_ones_do_not(tmp_path, inci
     assert all(not x["actions"] for x in row["reflection"]["reflections"])
 
 
+def test_agents_awaiting_a_human_decision_are_left_out_once_the_rest_settled(tmp_path, incident):
+    inc, _ = incident
+    r = _retrainer(tmp_path, [])
+    _add(r, inc, "a", "promoted")  # up: promoted
+    r.store.put_plan(_plan("a-held", "down", "length", 0.5, 0.4, "blocked", incident_id="a"))
+    _add(r, inc, "b", "blocked")  # up, the root, awaits a decision: the sample waits
+    r.store.put_plan(_plan("b-2", "down", "length", 0.5, 0.4, "rolled_back", incident_id="b"))
+    assert r.settle() == 1
+    [(incident_id, row)] = r.store.samples("ready")
+    assert incident_id == "a"
+    assert {x["agent"] for x in row["root_records"]} == {"up"} and [s["name"] for s in row["specs"]] == ["up"]
+    [example] = [example_from_row(row)]
+    assert [(x["agent"], x["action"]) for x in example.reflections] == [("up", ("strict", "increase"))]
+    r.store.put_approval("b-p", "rejected", "ops")
+    assert r.settle() == 1
+
+
 def test_a_failed_retraining_keeps_the_samples_and_waits_for_a_new_one(tmp_path, incident, caplog):
     inc, _ = incident
     calls = []
