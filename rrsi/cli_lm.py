@@ -54,9 +54,9 @@ def _train(args) -> int:
     from rrsi.hub.lm.adapters import DEFAULT_TRAINING, resolve_adapter, save_trained, scenario_registry
 
     scenario, examples = _examples(args)
-    given = {"base": args.base, "batch_size": args.batch_size, "lr": args.lr, "qlora": args.qlora, "lora_layers": args.lora_layers,
-             "target_modules": args.target_modules, "seed": args.seed, "threads": args.threads, "steps": args.steps, "epochs": args.epochs,
-             "init_adapter": str(resolve_adapter(args.init)) if args.init else None}
+    given = {"base": args.base, "batch_size": args.batch_size, "micro_batch": args.micro_batch, "lr": args.lr, "qlora": args.qlora,
+             "lora_layers": args.lora_layers, "target_modules": args.target_modules, "seed": args.seed, "threads": args.threads,
+             "steps": args.steps, "epochs": args.epochs, "init_adapter": str(resolve_adapter(args.init)) if args.init else None}
     config = {**DEFAULT_TRAINING, **{k: v for k, v in given.items() if v is not None}}
     if args.epochs is not None and args.steps is None:
         config.pop("steps", None)
@@ -111,6 +111,8 @@ def add_commands(subparsers) -> None:
     t.add_argument("--steps", type=positive_int, default=None, help=f"optimizer steps ({bundled})")
     t.add_argument("--epochs", type=float, default=None, help="passes over the data instead of --steps")
     t.add_argument("--batch-size", type=positive_int, default=None, help=bundled)
+    t.add_argument("--micro-batch", type=positive_int, default=None,
+                   help="examples per forward pass; a step accumulates its batch's gradient (default: 1 on CPU, the batch on GPU)")
     t.add_argument("--lr", type=float, default=None, help=f"learning rate ({bundled}; the library default is 2e-5)")
     t.add_argument("--lora-layers", type=positive_int, default=None, help=f"adapt only the top N layers ({bundled})")
     t.add_argument("--target-modules", nargs="+", default=None, help=f"LoRA target modules ({bundled}; library: q_proj v_proj)")

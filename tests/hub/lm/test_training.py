@@ -111,3 +111,18 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
     assert split == pytest.approx(whole, rel=1e-4)
     for a, b in zip(whole_grad, split_grad):
         torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_train_reflector_cli_trains_then_continues_an_adapter(tmp_path, capsys):
+    import json
+
+    from rrsi.cli import main
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    common = ["--incidents", "2", "--steps", "1", "--batch-size", "2", "--lora-layers", "1", "--threads", "1", "--quiet"]
+    assert main(["train-reflector", "--out", str(first), *common]) == 0
+    assert main(["train-reflector", "--out", str(second), "--init", str(first), "--micro-batch", "2", *common]) == 0
+    info = json.loads((second / "training.json").read_text())
+    assert info["config"]["init_adapter"] == str(first) and info["config"]["micro_batch"] == 2 and info["steps"] == 1
+    assert json.loads((first / "adapter_config.json").read_text()) == json.loads((second / "adapter_config.json").read_text())
