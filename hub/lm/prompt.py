@@ -2,7 +2,10 @@
 
 The prompt names the attributed root agent and, for each agent with root-attributed failing
 records, its failing-step count, its domain terms, per declared param its error code, error
-type and how many of the failing steps carry that code, then the last few scratchpads.
+type and how many of the failing steps carry that code; the last scratchpad only for an agent
+without declared params (a Who&When participant: the prompt has nothing else to say about its
+failure), since for the others the counts and the answer's restated votes summarize what the
+scratchpads say, in a seventh of the tokens.
 
 The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's symptom votes
 (:func:`vote_summary`) right before the agent's action: which way the failing steps'
@@ -37,7 +40,10 @@ class PromptConfig(_Model):
     """How much of an incident the prompt shows.
 
     Args:
-        steps_per_agent: the most recent failing steps shown per agent (their scratchpads).
+        steps_per_agent: the most recent failing steps shown (their scratchpads) per agent
+            without declared params.
+        steps_per_param_agent: the same for agents with declared params (the bundled
+            adapter is trained without them).
         scratchpad_chars: each scratchpad is cut to this many characters.
         max_tokens: cap on the tokens of each free-text field of the answer.
         max_records: only each agent's latest this many failing records are counted and shown
@@ -47,6 +53,7 @@ class PromptConfig(_Model):
     """
 
     steps_per_agent: int = Field(default=1, ge=0, le=32)
+    steps_per_param_agent: int = Field(default=0, ge=0, le=32)
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=32, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
@@ -155,7 +162,8 @@ def prompt_text(
         for p in specs[agent].params:
             n = sum(r.error_code == p.error_code for r in records) if p.error_code else 0
             lines.append(f"- param {p.name} [{p.error_code or 'no code'}, {p.error_type}]: {n} failures.")
-        for r in records[len(records) - config.steps_per_agent :] if config.steps_per_agent else []:
+        shown = config.steps_per_param_agent if specs[agent].params else config.steps_per_agent
+        for r in records[len(records) - shown :] if shown else []:
             lines.append(f"- last: {r.scratchpad[: config.scratchpad_chars]}")
     lines.append("Reflect on the root cause and the correction of each agent.")
     return "\n".join(lines)

@@ -34,7 +34,7 @@ __all__ = ["TEMPLATE_VERSION", "Fixed", "Choice", "Free", "Segment", "AgentView"
 
 # Bumped whenever the prompt or the answer's program changes: an adapter trained for another
 # version writes answers the decoder no longer asks for (see adapters.has_adapter).
-TEMPLATE_VERSION = 2
+TEMPLATE_VERSION = 3  # 3: no scratchpads for agents with declared params
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
 ROOT_CAUSE_CHARS = 128

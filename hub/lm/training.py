@@ -289,8 +289,8 @@ def train_lora(examples: list[Example], registry: ErrorCodeRegistry, config: Tra
         progress: show a tqdm bar.
 
     Returns:
-        ``{"steps", "loss_first", "loss_last", "seconds", "device", "examples"}``; the trained
-        model is under ``"model"``.
+        ``{"steps", "precision", "loss_first", "loss_last", "seconds", "device", "examples"}``;
+        the trained model is under ``"model"``.
     """
     config = validate(TrainConfig, config or {}, where="train")
     if not examples:

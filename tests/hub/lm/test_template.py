@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
-from rrsi.hub.lm.prompt import prepare
+from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.hub.lm.reflector import parse_output
 from rrsi.hub.lm.template import render_values
 
@@ -68,8 +68,18 @@ def test_prompt_counts_each_params_failures(incident):
     assert "Agent up: 3 failing steps." in text
     assert "- param strict [UP_FAIL_001, format]: 3 failures." in text
     assert "- param length [DOWN_FAIL_001, logic]: 1 failures." in text
-    # One scratchpad per agent by default, the latest.
-    assert text.count("- last: up:") == 1
+    # Agents with declared params: their counts, no scratchpad (unless asked for).
+    assert "- last:" not in text
+    assert prepare(inc, registry, PromptConfig(steps_per_param_agent=1)).text.count("- last: up:") == 1
+
+
+def test_an_agent_without_params_shows_its_latest_scratchpad(incident):
+    from rrsi.schema import AgentSpec
+
+    inc, registry = incident
+    bare = type(inc)(inc.incident_id, inc.attribution, inc.root_records, {**inc.specs, "up": AgentSpec(name="up")})
+    text = prepare(bare, registry).text
+    assert text.count("- last: up:") == 1 and "- last: down" not in text
 
 
 def test_vote_summary_names_direction_count_and_how_one_sided():

@@ -1,0 +1,51 @@
+"""The bundled adapter's training, before and after the first-use speed work, in the same run.
+
+- ``before``: batches of 4 in one padded forward pass, every agent's last scratchpad in the
+  prompt, the whole decoder forwarded at every step (template 2, commit 1b79732);
+- ``parts``: the same prompts, one example per forward pass (the gradient accumulated over
+  the step's four parts);
+- ``now``: parts, and prompts of template 3 (a scratchpad only for agents without declared
+  params): what first use runs.
+
+Each trains a fresh adapter on the same 240 simulated incidents with the same seed, so the
+same batches; the figure is the training loop's time (model load and tokenization excluded).
+
+    python bench/train_step.py [--steps 40] [--variants before,now]
+"""
+from __future__ import annotations
+
+import argparse
+
+from rrsi.scenario import bundled_scenario
+
+from rrsi.hub.lm.adapters import DEFAULT_EXAMPLES, DEFAULT_TRAINING, scenario_registry
+from rrsi.hub.lm.data import synthetic_examples
+from rrsi.hub.lm.training import train_lora
+
+VARIANTS = {
+    "before": {"micro_batch": 4, "prompt": {"steps_per_param_agent": 1}},
+    "parts": {"micro_batch": 1, "prompt": {"steps_per_param_agent": 1}},
+    "now": {},
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=DEFAULT_TRAINING["steps"])
+    parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
+    args = parser.parse_args()
+    scenario = bundled_scenario()
+    examples = synthetic_examples(scenario, DEFAULT_EXAMPLES, seed=0)
+    registry = scenario_registry(scenario)
+    seconds = {}
+    for name in args.variants.split(","):
+        report = train_lora(examples, registry, {**DEFAULT_TRAINING, **VARIANTS[name], "steps": args.steps}, progress=False)
+        seconds[name] = report["seconds"]
+        print(f"{name:16s} {seconds[name]:6.1f} s for {args.steps} steps (loss {report['loss_first']:.2f} -> {report['loss_last']:.3f})", flush=True)
+    base = next(iter(seconds.values()))
+    for name, s in seconds.items():
+        print(f"{name:16s} {s / base:.2f}x of {next(iter(seconds))}")
+
+
+if __name__ == "__main__":
+    main()
