@@ -5,11 +5,18 @@
 # SmolLM2-135M-shaped model (random weights: the device has no model files) and measures
 # generation tokens/s at batch 1, 64 and 256 for plain eager `generate` (dynamic cache)
 # and for the static-KV-cache path transformers compiles (torch.compile; CUDA graphs with
-# mode "reduce-overhead"), all in the same run. Needs torch, transformers and peft (preinstalled
-# there); installs the carried bitsandbytes wheel from out/wheels; does not need ray or rrsi.
+# mode "reduce-overhead"), and for the project's own constrained decoder (LMReflector, the
+# path the hub runs: synthetic incidents of the bundled scenario, the real SmolLM2 tokenizer),
+# all in the same run. Needs torch, transformers and peft (preinstalled there); installs the
+# carried wheels from out/wheels (bitsandbytes; rrsi and its small pure dependencies for the
+# project path, which is recorded as an error, not fatal, if they do not import); does not need ray.
 #
-#   pip download bitsandbytes==0.50.2 --no-deps -d out/wheels   # here, once (out/ is git-ignored:
-#                                                              # pass carry=["out/wheels"] to the device)
+#   # here, once (out/ is git-ignored: pass carry=["out/wheels", "out/tokenizer"] to the device)
+#   pip download bitsandbytes==0.50.2 --no-deps -d out/wheels
+#   pip wheel --no-deps -w out/wheels .
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 -d out/wheels \
+#       pydantic==2.14.* pydantic-core annotated-types typing-inspection networkx
+#   cp ~/.rrsi/models/smollm2-135m/tokenizer* ~/.rrsi/models/smollm2-135m/special_tokens_map.json out/tokenizer/
 #   bash bench/gpu_check.sh            # on the device; results in $OUT/gpu_check.json
 #   bash bench/gpu_check.sh --cpu-smoke  # tiny model on CPU, checks the script's logic here
 set -euo pipefail
@@ -18,7 +25,7 @@ mkdir -p "$OUT"
 SMOKE=0
 [[ "${1:-}" == "--cpu-smoke" ]] && SMOKE=1
 if [[ $SMOKE == 0 ]]; then
-  python -m pip install --no-deps --quiet out/wheels/bitsandbytes-0.50.2-*.whl 2>&1 | tail -2 || true
+  python -m pip install --no-deps --quiet out/wheels/*.whl 2>&1 | tail -2 || true
   nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv | tee "$OUT/nvidia_smi.txt"
 fi
 PY="${PYTHON:-python}"
@@ -33,8 +40,8 @@ dev = "cpu" if smoke else "cuda"
 dtype = torch.float32 if smoke else torch.bfloat16
 shape = dict(hidden_size=576, intermediate_size=1536, num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3,
              vocab_size=49152, max_position_embeddings=8192, rope_theta=100000.0, tie_word_embeddings=True)
-if smoke:
-    shape.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2, vocab_size=512)
+if smoke:  # tiny, but with SmolLM2's vocabulary so the project path can use its tokenizer
+    shape.update(num_hidden_layers=2, hidden_size=64, intermediate_size=128, num_attention_heads=4, num_key_value_heads=2)
 config = LlamaConfig(**shape, pad_token_id=2, bos_token_id=1, eos_token_id=2)
 results = {"device": torch.cuda.get_device_name(0) if dev == "cuda" else "cpu", "torch": torch.__version__}
 import transformers, peft
@@ -113,5 +120,44 @@ for batch in BATCHES:
         row["speedup"] = {k: v / row["eager"] for k, v in row.items() if k != "eager" and isinstance(v, float)}
     results["generate_tokens_per_s"][batch] = row
     save(); print(batch, row, flush=True)
+
+def project_decode() -> dict:
+    """tokens/s of LMReflector.reflect_batch on the same random-weight model (outputs stay valid: constrained)."""
+    from transformers import AutoTokenizer
+    from rrsi.scenario import bundled_scenario
+    from rrsi.hub.lm.adapters import scenario_registry
+    from rrsi.hub.lm.data import synthetic_examples
+    from rrsi.hub.lm.reflector import LMReflector
+    tok_dir = os.environ.get("RRSI_TOKENIZER", "out/tokenizer")
+    if not os.path.isdir(tok_dir):
+        from rrsi.hub.lm.base import base_model_dir
+        tok_dir = str(base_model_dir())
+    tok = AutoTokenizer.from_pretrained(tok_dir)
+    if tok.pad_token is None:
+        tok.pad_token = tok.eos_token
+    scenario = bundled_scenario()
+    registry = scenario_registry(scenario)
+    incidents = [e.incident for e in synthetic_examples(scenario, max(BATCHES), seed=2024)]
+    rows = {}
+    for batch in BATCHES:
+        refl = LMReflector(registry, model=model, tokenizer=tok, device=dev, batch_size=batch)
+        refl.reflect_batch(incidents[:1])  # warm-up
+        before = refl.tokens
+        sync(); t = time.perf_counter()
+        outs = refl.reflect_batch(incidents[:batch])
+        sync(); secs = time.perf_counter() - t
+        rows[batch] = {"tokens_per_s": (refl.tokens - before) / secs, "reflections_per_s": batch / secs,
+                       "valid": sum(o is not None for o in outs), "of": batch}
+        eager = results["generate_tokens_per_s"][batch].get("eager")
+        if isinstance(eager, float):
+            rows[batch]["vs_eager_generate"] = rows[batch]["tokens_per_s"] / eager
+        print("project", batch, rows[batch], flush=True)
+    return rows
+
+try:
+    results["project_decode_tokens_per_s"] = project_decode()
+except Exception as exc:
+    results["project_decode_tokens_per_s"] = {"error": repr(exc)[:300], "trace": traceback.format_exc()[-800:]}
+save()
 print(json.dumps(results, indent=2))
 EOF
