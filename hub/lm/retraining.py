@@ -200,11 +200,14 @@ class Retrainer:
 
     def settle(self) -> int:
         """Label the pending samples whose plans have all settled; returns how many became ready."""
+        pending = self.store.samples("pending")
+        if not pending:  # every analysis pass calls this: no plan reads without a sample to label
+            return 0
         plans: dict[str, list[UpdatePlan]] = {}
         for p in self.store.plans():
             plans.setdefault(p.incident_id, []).append(p)
         ready = 0
-        for incident_id, row in self.store.samples("pending"):
+        for incident_id, row in pending:
             outcomes = [(p, plan_outcome(p, self.store.approval(p.plan_id))) for p in plans.get(incident_id, [])]
             if not outcomes or any(o is None for _, o in outcomes):
                 continue
@@ -225,12 +228,13 @@ class Retrainer:
             if not self._job.done():
                 return None
             return self._finish(now)
-        ready = self.store.samples("ready")
+        n_ready = self.store.sample_counts().get("ready", 0)  # rows are read only when a run starts
         now = time.time() if now is None else now
-        if not self.policy.due(len(ready), self.last_trained, now):
+        if not self.policy.due(n_ready, self.last_trained, now):
             return None
-        if self._failed is not None and len(ready) <= self._failed[0] and now - self._failed[1] < self.policy.every_days * DAY_S:
+        if self._failed is not None and n_ready <= self._failed[0] and now - self._failed[1] < self.policy.every_days * DAY_S:
             return None
+        ready = self.store.samples("ready")
         self._job_ids = [i for i, _ in ready]
         self._job = self._submit([row for _, row in ready])
         return self._finish(now) if self._job.done() else None
