@@ -23,9 +23,9 @@ from rrsi.schema import AgentSpec, StepRecord, Summary, validate
 
 from rrsi.agents.executor import ExecutionResult, Task, as_executor
 from rrsi.agents.params import ParamStore
-from rrsi.agents.reflector import reflect_on_agent
+from rrsi.agents.self_reflection import reflect_on_agent
 from rrsi.agents.shipping import RecordShipper
-from rrsi.agents.updater import changed, l2_update
+from rrsi.agents.self_update import changed, l2_update
 
 __all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
 

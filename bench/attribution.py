@@ -19,9 +19,9 @@ from rrsi.graph.embedding import Embedder
 from rrsi.graph.evaluate import whowhen_baselines
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.training import TrainConfig, fit, from_synthetic, from_whowhen
-from rrsi.graph.whowhen import load_whowhen_dir
+from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.graph.gnn_training import TrainConfig, fit, from_synthetic, from_whowhen
+from rrsi.traces.whowhen import load_whowhen_dir
 from rrsi.scenario import Scenario, parse_scenario
 
 WHOWHEN = Path(__file__).resolve().parents[2] / "shared" / "whowhen" / "Algorithm-Generated"

@@ -127,7 +127,7 @@ def project_decode() -> dict:
     from rrsi.scenario import bundled_scenario
     from rrsi.hub.lm.adapters import scenario_registry
     from rrsi.hub.lm.data import synthetic_examples
-    from rrsi.hub.lm.reflector import LMReflector
+    from rrsi.hub.lm.lm_reflector import LMReflector
     tok_dir = os.environ.get("RRSI_TOKENIZER", "out/tokenizer")
     if not os.path.isdir(tok_dir):
         from rrsi.hub.lm.base import base_model_dir

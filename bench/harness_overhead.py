@@ -14,7 +14,7 @@ import tempfile
 import ray
 
 from rrsi.agents.harness import HarnessActor
-from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.hub.hub import HubActor
 from rrsi.scenario import bundled_scenario
 

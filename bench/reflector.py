@@ -19,7 +19,7 @@ from rrsi.scenario import bundled_scenario
 from rrsi.hub.lm.adapters import adapter_dir, has_adapter, scenario_registry
 from rrsi.hub.lm.data import synthetic_examples
 from rrsi.hub.lm.prompt import chat_prompt, prepare
-from rrsi.hub.lm.reflector import LMReflector
+from rrsi.hub.lm.lm_reflector import LMReflector
 
 
 def main() -> None:

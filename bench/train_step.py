@@ -20,7 +20,7 @@ from rrsi.scenario import bundled_scenario
 
 from rrsi.hub.lm.adapters import DEFAULT_EXAMPLES, DEFAULT_TRAINING, scenario_registry
 from rrsi.hub.lm.data import synthetic_examples
-from rrsi.hub.lm.training import train_lora
+from rrsi.hub.lm.lora_training import train_lora
 
 VARIANTS = {
     "before": {"micro_batch": 4, "prompt": {"steps_per_param_agent": 1}},

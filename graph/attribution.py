@@ -152,12 +152,12 @@ def default_model_path() -> Path:
 
 def load_default_model(path: str | Path | None = None) -> AttributionModel:
     """The model at ``path`` (default :func:`default_model_path`); when none is there yet,
-    train one on the bundled scenario (:func:`rrsi.graph.training.train_default`), save it
+    train one on the bundled scenario (:func:`rrsi.graph.gnn_training.train_default`), save it
     there and return it."""
     path = Path(path) if path is not None else default_model_path()
     if path.exists():
         return AttributionModel.load(path)
-    from rrsi.graph.training import train_default
+    from rrsi.graph.gnn_training import train_default
 
     model = train_default()
     model.save(path)

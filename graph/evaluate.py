@@ -23,9 +23,9 @@ from rrsi.graph.baselines import most_upstream
 from rrsi.graph.embedding import Embedder, default_embedder
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.training import TrainConfig, fit, from_synthetic, from_whowhen
-from rrsi.graph.whowhen import WhoWhenLog, load_whowhen_dir
+from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.graph.gnn_training import TrainConfig, fit, from_synthetic, from_whowhen
+from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
 
 __all__ = [
     "Prediction", "MethodScores", "kfold", "official_match", "whowhen_baselines",

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from rrsi.agents.reflector import sign_test
+from rrsi.agents.self_reflection import sign_test
 from rrsi.config import HubConfig
 from rrsi.schema import CanaryVerdict
 

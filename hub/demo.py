@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from rrsi.agents.executor import Task
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
-from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.config import HubConfig
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.scenario import Scenario

@@ -16,7 +16,7 @@ import ray
 from pydantic import TypeAdapter, ValidationError
 
 from rrsi.agents.harness import node_resources
-from rrsi.agents.reflector import reflection_context
+from rrsi.agents.self_reflection import reflection_context
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import RRSIError, SchemaError, UnknownAgent, UnknownErrorCode, UnknownIncident, UserError
@@ -31,7 +31,7 @@ from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.incidents import group_traces, make_incident
 from rrsi.hub.lifecycle import PlanLifecycle, locked
 from rrsi.hub.rule_reflector import RuleReflector
-from rrsi.hub.updater import plan_update
+from rrsi.hub.joint_update import plan_update
 
 __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_hub"]
 
@@ -229,7 +229,7 @@ class ReflectionHub(PlanLifecycle):
         if self._lm is not None or self.config.reflector == "rule":
             return self._lm
         from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, adapter_dir, ensure_adapter, has_adapter, resolve_adapter
-        from rrsi.hub.lm.reflector import LMReflector
+        from rrsi.hub.lm.lm_reflector import LMReflector
 
         name = self.config.lm_adapter or DEFAULT_ADAPTER
         path = resolve_adapter(name)

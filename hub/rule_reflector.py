@@ -3,12 +3,12 @@
 Only the steps the attribution holds responsible (the root steps of each trace) count as
 evidence about an agent; failures that propagated from upstream are not held against the
 agents that showed them. Each agent with enough evidence gets the per-agent rule
-reflection of :func:`rrsi.agents.reflector.reflect_on_agent`; the incident's root agent
+reflection of :func:`rrsi.agents.self_reflection.reflect_on_agent`; the incident's root agent
 leads the joint reflection.
 """
 from __future__ import annotations
 
-from rrsi.agents.reflector import reflect_on_agent
+from rrsi.agents.self_reflection import reflect_on_agent
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord

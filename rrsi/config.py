@@ -1,22 +1,25 @@
 """Configuration models with defaults that work, validated on load."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
-
 from typing import Literal
 
 from pydantic import Field, model_validator
 
 from rrsi.schema import _Model
 
-__all__ = ["HubConfig", "HarnessConfig", "default_home"]
+__all__ = ["HubConfig", "HarnessConfig", "default_home", "default_store_path"]
 
 
 def default_home() -> Path:
     """Where the hub keeps its store and caches: ``$RRSI_HOME`` or ``~/.rrsi``."""
-    import os
-
     return Path(os.environ.get("RRSI_HOME", Path.home() / ".rrsi"))
+
+
+def default_store_path() -> Path:
+    """The hub's SQLite store when none is given: ``hub.sqlite`` under :func:`default_home`."""
+    return default_home() / "hub.sqlite"
 
 
 class HarnessConfig(_Model):

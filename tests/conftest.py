@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -34,3 +35,70 @@ def ray_module():
     ray.init(num_cpus=2, include_dashboard=False, namespace="rrsi", log_to_driver=False)
     yield ray
     ray.shutdown()
+
+WHOWHEN = Path(__file__).resolve().parents[2] / "shared" / "whowhen" / "Algorithm-Generated"
+PARALLEL = Path(__file__).parent / "graph" / "parallel-branches.yaml"
+
+
+def whowhen_log(**overrides) -> dict:
+    """A small Who&When-shaped log (made up here, not taken from the data set)."""
+    log = {
+        "is_correct": False,
+        "question": "How many even numbers are in the list?",
+        "question_ID": "q-1",
+        "level": "1",
+        "ground_truth": "3",
+        "history": [
+            {"content": "Plan: load the list and count.", "role": "assistant", "name": "Planner_Expert"},
+            {"content": "```python\nprint(len([2, 4]))\n```", "role": "user", "name": "Coder Expert/2"},
+            {"content": "exitcode: 0 (execution succeeded)\nCode output: 2", "role": "user", "name": "Computer_terminal"},
+            {"content": "   ", "role": "user", "name": "Planner_Expert"},
+        ],
+        "mistake_agent": "Coder Expert/2",
+        "mistake_step": "1",
+        "mistake_reason": "The code counted a truncated list.",
+        "system_prompt": {},
+    }
+    log.update(overrides)
+    return log
+
+
+@pytest.fixture
+def make_log():
+    return whowhen_log
+
+
+@pytest.fixture
+def whowhen_dir() -> Path:
+    if not WHOWHEN.is_dir():
+        pytest.skip("Who&When data not available")
+    return WHOWHEN
+
+
+@pytest.fixture
+def parallel_path() -> Path:
+    return PARALLEL
+
+
+@pytest.fixture
+def parallel_scenario():
+    from rrsi.scenario import load_scenario
+
+    return load_scenario(PARALLEL)
+
+
+@pytest.fixture
+def write_json(tmp_path):
+    def write(name: str, data) -> Path:
+        path = tmp_path / name
+        path.write_text(data if isinstance(data, str) else json.dumps(data))
+        return path
+
+    return write
+
+
+@pytest.fixture
+def tmp_embedder(tmp_path):
+    from rrsi.graph.embedding import Embedder
+
+    return Embedder(tmp_path / "emb-cache")

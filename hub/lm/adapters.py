@@ -20,7 +20,7 @@ from rrsi.scenario import bundled_scenario
 
 from rrsi.hub.lm.data import Example, synthetic_examples
 from rrsi.hub.lm.template import TEMPLATE_VERSION
-from rrsi.hub.lm.training import TrainConfig, train_lora
+from rrsi.hub.lm.lora_training import TrainConfig, train_lora
 
 __all__ = ["DEFAULT_ADAPTER", "DEFAULT_TRAINING", "adapter_dir", "resolve_adapter", "has_adapter", "save_trained", "ensure_adapter", "scenario_registry"]
 

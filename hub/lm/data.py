@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from rrsi.agents.executor import Task
-from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
@@ -207,7 +207,7 @@ def whowhen_examples(directory: str | Path, split: str = "train", holdout: float
         split: ``train`` or ``test``; logs are split by a stable hash of their file name.
         holdout: share of logs in ``test``.
     """
-    from rrsi.graph.whowhen import load_whowhen_dir
+    from rrsi.traces.whowhen import load_whowhen_dir
 
     if split not in ("train", "test"):
         raise UserError(f"split: expected 'train' or 'test' (got {split!r})")

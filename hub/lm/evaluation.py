@@ -12,7 +12,7 @@ import time
 
 from rrsi.hub.lm.data import Example
 from rrsi.hub.lm.prompt import prepare
-from rrsi.hub.lm.reflector import LMReflector
+from rrsi.hub.lm.lm_reflector import LMReflector
 
 __all__ = ["evaluate_synthetic", "whowhen_similarity"]
 

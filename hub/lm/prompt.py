@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from rrsi.agents.reflector import reflection_context, sign_test, symptom_votes
+from rrsi.agents.self_reflection import reflection_context, sign_test, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
 

@@ -150,7 +150,7 @@ def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str,
     carry over; steps come from ``policy.epochs``.
     """
     from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained
-    from rrsi.hub.lm.training import TrainConfig
+    from rrsi.hub.lm.lora_training import TrainConfig
 
     examples = [example_from_row(r, f"sample {r.get('incident_id')!r}", source="hub") for r in rows]
     info = Path(adapter) / "training.json"

@@ -67,7 +67,7 @@ class ReflectorWorker:
 
     def reload(self) -> None:
         """Load the model and adapter again from their folders (after the adapter was retrained in place)."""
-        from rrsi.hub.lm.reflector import LMReflector
+        from rrsi.hub.lm.lm_reflector import LMReflector
 
         registry, adapter, base, prompt, batch_size = self._args
         self.reflector = LMReflector(registry, adapter=adapter, base=base, device="auto", prompt=prompt, batch_size=batch_size)

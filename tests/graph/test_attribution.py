@@ -6,7 +6,7 @@ import torch
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.attribution import AttributionModel, attribute_incident
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
-from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
 
 
 @pytest.fixture

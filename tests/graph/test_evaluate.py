@@ -5,7 +5,7 @@ import pytest
 
 from rrsi.errors import UserError
 from rrsi.graph.evaluate import MethodScores, Prediction, evaluate_whowhen, kfold, official_match, whowhen_baselines
-from rrsi.graph.whowhen import load_whowhen
+from rrsi.traces.whowhen import load_whowhen
 
 
 def test_folds_partition_the_logs_reproducibly():

@@ -5,7 +5,7 @@ import torch
 
 from rrsi.graph.gnn import AttributionGNN, GNNConfig, candidate_softmax
 from rrsi.graph.incident_graph import incident_batch
-from rrsi.graph.synthetic import synthetic_incidents
+from rrsi.sim.synthetic import synthetic_incidents
 
 
 def test_candidate_softmax_sums_to_one_per_incident():

@@ -6,8 +6,8 @@ import pytest
 from rrsi.errors import SchemaError
 from rrsi.graph.features import AGENT_FEATURES, STEP_FEATURES, own_failure_rates, trace_features
 from rrsi.graph.incident_graph import EDGE_TYPES, incident_batch
-from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.whowhen import load_whowhen
+from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.traces.whowhen import load_whowhen
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import math
 from rrsi.config import HubConfig
 from rrsi.hub.demo import run_demo
 from rrsi.scenario import bundled_scenario, parse_scenario
-from tests.agents.test_simulated import DIAMOND, expected_failure_rate
+from tests.sim.test_simulated import DIAMOND, expected_failure_rate
 
 ROUND_KEYS = {"failure_rate", "per_agent", "updates", "spurious_updates", "attribution_top1", "drift"}
 

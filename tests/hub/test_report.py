@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rrsi.cli_report import add_report_command, parse_duration
+from rrsi.cli.report_cmd import add_report_command, parse_duration
 from rrsi.errors import UserError
 from rrsi.hub.report import build_report, plan_effects
 from rrsi.schema import AgentSpec, AgentUpdate, UpdatePlan

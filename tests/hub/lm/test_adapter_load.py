@@ -4,7 +4,7 @@ from __future__ import annotations
 import copy
 
 from rrsi.error_codes import default_registry
-from rrsi.hub.lm.reflector import LMReflector
+from rrsi.hub.lm.lm_reflector import LMReflector
 
 
 def test_reflector_loads_a_saved_adapter_folder(tmp_path, lm):

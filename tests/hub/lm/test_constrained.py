@@ -4,7 +4,7 @@ from __future__ import annotations
 from rrsi.schema import JointReflection, Reflection, validate
 
 from rrsi.hub.lm.prompt import PromptConfig, prepare
-from rrsi.hub.lm.reflector import LMReflector
+from rrsi.hub.lm.lm_reflector import LMReflector
 
 
 def test_untrained_model_output_always_validates(lm, incident):

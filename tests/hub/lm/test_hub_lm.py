@@ -6,7 +6,7 @@ import time
 import pytest
 
 from rrsi.hub.hub import ReflectionHub
-from rrsi.hub.lm.reflector import LMReflector
+from rrsi.hub.lm.lm_reflector import LMReflector
 from tests.helpers import step
 from tests.hub.lm.conftest import DOWN, UP
 

@@ -156,7 +156,7 @@ def test_a_failed_retraining_keeps_the_samples_and_waits_for_a_new_one(tmp_path,
 
 
 def test_settled_samples_export_as_user_jsonl(tmp_path, incident, capsys):
-    from rrsi.cli import main
+    from rrsi.cli.main import main
     from rrsi.errors import SchemaError
 
     inc, _ = incident

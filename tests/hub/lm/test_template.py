@@ -5,7 +5,7 @@ import pytest
 
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
 from rrsi.hub.lm.prompt import PromptConfig, prepare
-from rrsi.hub.lm.reflector import parse_output
+from rrsi.hub.lm.lm_reflector import parse_output
 from rrsi.hub.lm.template import render_values
 
 

@@ -9,7 +9,7 @@ from rrsi.errors import SchemaError
 
 from rrsi.hub.lm.constrained import Decoded
 from rrsi.hub.lm.prompt import prepare
-from rrsi.hub.lm.reflector import LMReflector, parse_output
+from rrsi.hub.lm.lm_reflector import LMReflector, parse_output
 
 GOOD = ('{"root_agent": "up", "reflections": [{"agent": "down", "error_type": "logic", "root_cause": "summary ok", '
         '"correction": "Keep length", "actions": []}, {"agent": "up", "error_type": "format", "root_cause": '
@@ -47,7 +47,7 @@ def test_reflector_logs_and_drops_rejected_output(lm, incident, caplog):
     inc, registry = incident
     reflector = LMReflector(registry, model=model, tokenizer=tokenizer)
     prep = prepare(inc, registry)
-    with caplog.at_level(logging.WARNING, logger="rrsi.hub.lm.reflector"):
+    with caplog.at_level(logging.WARNING, logger="rrsi.hub.lm.lm_reflector"):
         assert reflector.accept(Decoded(BAD["conditional"][0], {}, {}, 10), prep) is None
     assert reflector.rejected == 1
     assert "inc-1" in caplog.text and "conditional" in caplog.text

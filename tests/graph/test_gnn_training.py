@@ -6,9 +6,9 @@ import torch
 from rrsi.errors import SchemaError
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.training import Example, TrainConfig, fit, from_synthetic, from_whowhen, root_loss
-from rrsi.graph.whowhen import load_whowhen
+from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.graph.gnn_training import Example, TrainConfig, fit, from_synthetic, from_whowhen, root_loss
+from rrsi.traces.whowhen import load_whowhen
 
 
 def test_root_loss_is_minus_log_mass_on_roots():

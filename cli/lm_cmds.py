@@ -71,7 +71,7 @@ def _eval(args) -> int:
     from rrsi.hub.lm.adapters import has_adapter, resolve_adapter, scenario_registry
     from rrsi.hub.lm.data import synthetic_examples, whowhen_examples
     from rrsi.hub.lm.evaluation import evaluate_synthetic, whowhen_similarity
-    from rrsi.hub.lm.reflector import LMReflector
+    from rrsi.hub.lm.lm_reflector import LMReflector
     from rrsi.hub.rule_reflector import RuleReflector
 
     adapter = None

@@ -7,7 +7,7 @@ from rrsi.errors import SchemaError
 from rrsi.schema import validate
 
 from rrsi.hub.lm.data import Example
-from rrsi.hub.lm.training import TrainConfig, train_lora
+from rrsi.hub.lm.lora_training import TrainConfig, train_lora
 
 
 def test_config_errors_name_the_field():
@@ -45,7 +45,7 @@ def test_qlora_step_runs_on_cpu(incident):
 
 
 def test_choice_tokens_share_one_unit_and_text_tokens_one_each():
-    from rrsi.hub.lm.training import token_shares
+    from rrsi.hub.lm.lora_training import token_shares
 
     groups = [None, "decision", "decision", "decision", None, "root_cause", "root_cause", "error_type", None, "decision"]
     assert token_shares(groups) == pytest.approx([0, 1 / 3, 1 / 3, 1 / 3, 0, 1, 1, 1, 0, 1])
@@ -56,7 +56,7 @@ def test_weighted_loss_is_per_choice_for_choices_and_per_token_for_text():
 
     import torch
 
-    from rrsi.hub.lm.training import FieldWeights, weighted_loss
+    from rrsi.hub.lm.lora_training import FieldWeights, weighted_loss
 
     # Uniform logits over 4 tokens: every token costs log 4.
     logits = torch.zeros(5, 4)
@@ -81,7 +81,7 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
 
     from rrsi.hub.lm.constrained import SegmentCodec
     from rrsi.hub.lm.prompt import IncidentInput
-    from rrsi.hub.lm.training import FieldWeights, _batch, _parts, _step_loss, encode_examples, group_totals
+    from rrsi.hub.lm.lora_training import FieldWeights, _batch, _parts, _step_loss, encode_examples, group_totals
 
     inc, registry = incident
     model, tokenizer = lm
@@ -117,7 +117,7 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
 def test_train_reflector_cli_trains_then_continues_an_adapter(tmp_path, capsys):
     import json
 
-    from rrsi.cli import main
+    from rrsi.cli.main import main
 
     first, second = tmp_path / "first", tmp_path / "second"
     common = ["--incidents", "2", "--steps", "1", "--batch-size", "2", "--lora-layers", "1", "--threads", "1", "--quiet"]

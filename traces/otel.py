@@ -23,9 +23,9 @@ from typing import Any
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Summary, Trace, validate
 
-from rrsi.graph.agent_names import AgentNames
-from rrsi.graph.loading import LoadError, load_dir, read_json
-from rrsi.graph.whowhen import summarize_message
+from rrsi.traces.agent_names import AgentNames
+from rrsi.traces.loading import LoadError, load_dir, read_json
+from rrsi.traces.whowhen import summarize_message
 
 __all__ = ["OtelTrace", "load_otel", "load_otel_dir", "span_list"]
 

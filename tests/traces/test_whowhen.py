@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from rrsi.errors import SchemaError
-from rrsi.graph.whowhen import EMPTY_MESSAGE, load_whowhen, load_whowhen_dir, summarize_message
+from rrsi.traces.whowhen import EMPTY_MESSAGE, load_whowhen, load_whowhen_dir, summarize_message
 
 
 def test_log_becomes_chain_trace_with_labels_beside_it(write_json, make_log):

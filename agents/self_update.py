@@ -7,7 +7,7 @@ confidence c and regularization λ:
 
 clipped to [0, 1]; params no action targets keep z_old. An action that cannot move its
 param (already at the bound it pushes against) changes nothing. This is the separable special
-case of the hub's joint solve (:mod:`rrsi.hub.updater`), kept as the per-agent baseline.
+case of the hub's joint solve (:mod:`rrsi.hub.joint_update`), kept as the per-agent baseline.
 """
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from rrsi.errors import SchemaError
-from rrsi.graph.agent_names import AgentNames, sanitize_name
+from rrsi.traces.agent_names import AgentNames, sanitize_name
 from rrsi.schema import NAME_PATTERN
 
 

@@ -4,7 +4,7 @@ import pytest
 
 from rrsi.errors import SchemaError
 from rrsi.graph.baselines import most_upstream
-from rrsi.graph.synthetic import synthetic_incidents
+from rrsi.sim.synthetic import synthetic_incidents
 
 
 def test_incidents_fail_and_their_roots_failed_on_their_own(parallel_scenario):

@@ -26,8 +26,8 @@ from rrsi.graph.embedding import Embedder
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import AttributionGNN, GNNConfig, candidate_softmax
 from rrsi.graph.incident_graph import IncidentBatch, incident_batch
-from rrsi.graph.synthetic import SyntheticIncident, scenario_error_types, synthetic_incidents
-from rrsi.graph.whowhen import WhoWhenLog
+from rrsi.sim.synthetic import SyntheticIncident, scenario_error_types, synthetic_incidents
+from rrsi.traces.whowhen import WhoWhenLog
 
 __all__ = ["Example", "TrainConfig", "from_whowhen", "from_synthetic", "root_loss", "fit", "train_default"]
 

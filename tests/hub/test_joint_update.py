@@ -5,9 +5,9 @@ import math
 
 import pytest
 
-from rrsi.agents.updater import l2_update
+from rrsi.agents.self_update import l2_update
 from rrsi.config import HubConfig
-from rrsi.hub.updater import confidence_multiplier, effective_lambda, plan_update
+from rrsi.hub.joint_update import confidence_multiplier, effective_lambda, plan_update
 from rrsi.schema import AgentSpec, JointReflection, Reflection
 
 SPECS = {

@@ -21,10 +21,10 @@ FORMATS = ("whowhen", "otel", "rrsi")
 
 def _load_input(path: Path, fmt: str) -> list[tuple[str, object, dict[str, str]]]:
     """``(label, trace, valid→original agent names)`` per trace in ``path`` (a file or a folder)."""
-    from rrsi.graph.loading import load_dir
-    from rrsi.graph.otel import load_otel
-    from rrsi.graph.trace_json import load_traces
-    from rrsi.graph.whowhen import load_whowhen
+    from rrsi.traces.loading import load_dir
+    from rrsi.traces.otel import load_otel
+    from rrsi.traces.trace_json import load_traces
+    from rrsi.traces.whowhen import load_whowhen
 
     if fmt == "whowhen":
         def read(p: Path) -> list:
@@ -56,9 +56,9 @@ def cmd_train(args: argparse.Namespace) -> int:
     from rrsi.graph.embedding import default_embedder
     from rrsi.graph.features import own_failure_rates
     from rrsi.graph.gnn import GNNConfig
-    from rrsi.graph.synthetic import scenario_error_types, synthetic_incidents
-    from rrsi.graph.training import TrainConfig, fit, from_synthetic, from_whowhen
-    from rrsi.graph.whowhen import load_whowhen_dir
+    from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+    from rrsi.graph.gnn_training import TrainConfig, fit, from_synthetic, from_whowhen
+    from rrsi.traces.whowhen import load_whowhen_dir
     from rrsi.scenario import load_scenario
 
     if not args.whowhen and not args.scenario:

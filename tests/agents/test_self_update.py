@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from rrsi.agents.updater import changed, l2_update
+from rrsi.agents.self_update import changed, l2_update
 from rrsi.schema import AgentSpec, Reflection
 
 SPEC = AgentSpec(name="a", params=[

@@ -22,8 +22,8 @@ from typing import Any
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Summary, Trace, validate
 
-from rrsi.graph.agent_names import AgentNames
-from rrsi.graph.loading import LoadError, load_dir, read_json
+from rrsi.traces.agent_names import AgentNames
+from rrsi.traces.loading import LoadError, load_dir, read_json
 
 __all__ = ["WhoWhenLabels", "WhoWhenLog", "load_whowhen", "load_whowhen_dir", "summarize_message", "EMPTY_MESSAGE"]
 

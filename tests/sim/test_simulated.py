@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rrsi.agents.executor import Task
-from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.scenario import bundled_scenario, parse_scenario
 
 DIAMOND = {

@@ -25,7 +25,7 @@ from rrsi.schema import StepRecord, Trace
 
 from rrsi.agents.executor import Task
 from rrsi.agents.harness import AgentHarness
-from rrsi.agents.simulated import SimulatedExecutor
+from rrsi.sim.simulated import SimulatedExecutor
 
 __all__ = ["SyntheticIncident", "synthetic_incidents", "scenario_error_types"]
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Trace, validate
 
-from rrsi.graph.loading import read_json
+from rrsi.traces.loading import read_json
 
 __all__ = ["load_traces"]
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from rrsi.errors import SchemaError
-from rrsi.graph.otel import load_otel, load_otel_dir
+from rrsi.traces.otel import load_otel, load_otel_dir
 
 
 def _span(span_id, parent=None, agent=None, op="invoke_agent", error=None, trace="t1", start=1_700_000_000_000_000_000, **attrs):

@@ -5,7 +5,7 @@ import copy
 import ray
 import yaml
 
-from rrsi.cli import main
+from rrsi.cli.main import main
 from tests.rrsi.test_scenario import BASE
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from rrsi.cli_lm import positive_int
+from rrsi.cli.lm_cmds import positive_int
 from rrsi.errors import RRSIError, UserError
 from rrsi.schema import validate
 
@@ -329,13 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
         cmd.add_argument("--store", help="the hub's SQLite store (default: ~/.rrsi/hub.sqlite)")
         cmd.add_argument("--address", help="ask the hub actor of this Ray cluster instead of opening the store")
         cmd.set_defaults(func=cmd_query)
-    from rrsi.cli_graph import add_commands as add_graph_commands
+    from rrsi.cli.graph_cmds import add_commands as add_graph_commands
 
     add_graph_commands(sub)
-    from rrsi.cli_report import add_report_command
+    from rrsi.cli.report_cmd import add_report_command
 
     add_report_command(sub)
-    from rrsi.cli_lm import add_commands as add_lm_commands
+    from rrsi.cli.lm_cmds import add_commands as add_lm_commands
 
     add_lm_commands(sub)
     tune_cmd = sub.add_parser("tune", help="pick λ by shadow runs of a scenario")

@@ -4,7 +4,7 @@ import argparse
 
 import pytest
 
-from rrsi.cli_graph import add_commands
+from rrsi.cli.graph_cmds import add_commands
 from rrsi.errors import UserError
 
 
@@ -30,7 +30,7 @@ def test_train_then_attribute_whowhen_with_official_output(write_json, make_log,
 
 
 def test_train_on_a_scenario_and_attribute_rrsi_traces(parallel_scenario, parallel_path, tmp_path):
-    from rrsi.graph.synthetic import synthetic_incidents
+    from rrsi.sim.synthetic import synthetic_incidents
 
     ckpt = tmp_path / "s.pt"
     assert _run("train-attribution", "--scenario", str(parallel_path), "--incidents", "50", "--out", str(ckpt), "--epochs", "5") == 0

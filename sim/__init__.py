@@ -1,0 +1,1 @@
+"""The scenario simulator: simulated executors, one ``run_trace``, synthetic datasets."""
