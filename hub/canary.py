@@ -1,11 +1,8 @@
-"""Validation before promotion: one-sided tests that a candidate fails less than the incumbent.
+"""Canary validation: a one-sided test that a candidate fails less than the incumbent on live traffic.
 
-- Canary: the candidate serves a share of live tasks (by task-id hash); with failures fᶜ of
-  nᶜ candidate steps and fⁱ of nⁱ incumbent steps, the two-proportion z statistic for
-  H₁: pᶜ < pⁱ − margin is z = (p̂ⁱ − p̂ᶜ − margin) / √(p̄(1−p̄)(1/nᶜ + 1/nⁱ)), p = 1 − Φ(z).
-- Shadow replay: the same recent tasks run again with the candidate; on the discordant pairs
-  (b: only the incumbent failed, c: only the candidate failed) the sign test
-  p = P(X ≥ b | X ~ Bin(b + c, ½)), and the gain (b − c)/n must exceed the margin.
+The candidate serves a share of live tasks (by task-id hash); with failures fᶜ of
+nᶜ candidate steps and fⁱ of nⁱ incumbent steps, the two-proportion z statistic for
+H₁: pᶜ < pⁱ − margin is z = (p̂ⁱ − p̂ᶜ − margin) / √(p̄(1−p̄)(1/nᶜ + 1/nⁱ)), p = 1 − Φ(z).
 
 A candidate is promoted when p < α with at least ``canary_min_sample`` candidate steps; it is
 rolled back when the test says it is worse, or when ``canary_max_sample`` steps did not
@@ -16,11 +13,10 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from rrsi.agents.self_reflection import sign_test
 from rrsi.config import HubConfig
 from rrsi.schema import CanaryVerdict
 
-__all__ = ["two_proportion_p", "canary_verdict", "shadow_verdict"]
+__all__ = ["Decision", "two_proportion_p", "canary_verdict"]
 
 Decision = Literal["promote", "rollback", "wait"]
 
@@ -52,23 +48,3 @@ def canary_verdict(cand: tuple[int, int], inc: tuple[int, int], config: HubConfi
         share=config.canary_share, candidate=cand, incumbent=inc, p_value=p_better, promoted=decision == "promote", reason=reason
     )
     return decision, verdict
-
-
-def shadow_verdict(pairs: list[tuple[bool, bool]], config: HubConfig) -> tuple[Decision, CanaryVerdict]:
-    """Decide on a shadow replay; each pair is (incumbent failed, candidate failed) on one task."""
-    n = len(pairs)
-    b = sum(1 for i, c in pairs if i and not c)
-    c = sum(1 for i, c in pairs if c and not i)
-    p = sign_test(b, b + c) if b + c else 1.0
-    gain = (b - c) / n if n else 0.0
-    ok = n >= config.canary_min_sample and p < config.canary_alpha and gain > config.canary_margin
-    reason = f"shadow replay of {n} tasks: {b} fixed, {c} broken, p = {p:.3g}, gain {gain:.3f}"
-    verdict = CanaryVerdict(
-        share=0.0,
-        candidate=(n, sum(1 for _, c_ in pairs if c_)),
-        incumbent=(n, sum(1 for i, _ in pairs if i)),
-        p_value=p,
-        promoted=ok,
-        reason=reason,
-    )
-    return ("promote" if ok else "rollback"), verdict

@@ -142,13 +142,10 @@ class PipelineRun:
         """The mode's improvement step; returns agents by plan state reached and predicted root per trace."""
         if self.mode == "hub":
             report = ray.get(self.hub.analyze.remote())
-            by_state: dict[str, list[str]] = {}
-            for p in report["plans"]:
-                by_state.setdefault(p["state"], []).extend(u["agent"] for u in p["updates"])
-            self.attribution_model = report["attribution_model"]
-            self.reflections = report["reflections"]
-            self.retrained = "retrained" in report
-            return by_state, report["trace_roots"]
+            self.attribution_model = report.attribution_model
+            self.reflections = report.reflections
+            self.retrained = report.retrained is not None
+            return report.agents_by_state(), report.trace_roots
         if self.mode == "independent":
             names = list(self.harnesses)
             done = ray.get([self.harnesses[a].reflect_and_update.remote(self.config) for a in names])

@@ -1,36 +1,30 @@
 """A plan's lifecycle: validation (canary or shadow replay), approval, promotion, rollback.
 
-Every transition is written to the store — atomically for all agents of the plan — before
-it takes effect on the harnesses; :meth:`PlanLifecycle._reconcile` brings live harnesses back
-to the store's last promoted parameters after a crash or a rollback.
+``proposed → canary → promoted | rolled_back`` for a plan the gate let through, ``blocked →
+proposed → …`` for one a human approved. Every transition is written to the store —
+atomically for all agents of the plan — before it takes effect on the harnesses;
+:meth:`PlanLifecycle.reconcile` brings live harnesses back to the store's last promoted
+parameters after a crash or a rollback.
 """
 from __future__ import annotations
 
-import functools
 import logging
 
-import ray
+from rrsi.config import HubConfig
+from rrsi.errors import SchemaError, UnknownPlan
+from rrsi.schema import Action, GateDecision, UpdatePlan
+from rrsi.store import Store
 
-from rrsi.agents.harness import harness_name
-from rrsi.errors import RRSIError, SchemaError, UnknownPlan
-from rrsi.schema import Action, UpdatePlan
+from rrsi.hub.canary import canary_verdict
+from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.gating import Gate
+from rrsi.hub.harnesses import Harnesses
+from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.shadow import shadow_verdict
 
-from rrsi.hub.canary import canary_verdict, shadow_verdict
-
-__all__ = ["PlanLifecycle", "locked"]
+__all__ = ["PlanLifecycle"]
 
 log = logging.getLogger(__name__)
-
-
-def locked(method):
-    """Run a method under the hub's lock: the analysis loop thread and actor calls take turns."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
 
 
 def _pooled(outcomes) -> tuple[int, int]:
@@ -41,23 +35,43 @@ def _pooled(outcomes) -> tuple[int, int]:
     return steps, failures
 
 
-class PlanLifecycle:
-    """Plan transitions of :class:`~rrsi.hub.hub.ReflectionHub` (which provides store, config, gate, specs)."""
+def _theta(plan: UpdatePlan, gate: GateDecision) -> float:
+    return next(u.theta_new[gate.param] for u in plan.updates if u.agent == gate.agent)
 
-    def _validate(self, plan: UpdatePlan) -> UpdatePlan:
+
+class PlanLifecycle:
+    """Moves plans through their states, store first, harnesses second.
+
+    Args:
+        store: where plans, param versions and approvals live.
+        config: validation settings (``validation``, ``canary_*``, ``shadow_tasks``).
+        gate: re-decides an approved plan's actions.
+        directory: the registered agents and their current params.
+        harnesses: the live harness actors candidates and params are pushed to.
+        metrics: parameter drift per agent.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: HubConfig,
+        gate: Gate,
+        directory: AgentDirectory,
+        harnesses: Harnesses,
+        metrics: HubMetrics,
+    ) -> None:
+        self.store, self.config, self.gate = store, config, gate
+        self.directory, self.harnesses, self.metrics = directory, harnesses, metrics
+
+    def validate(self, plan: UpdatePlan) -> UpdatePlan:
         """Start the configured validation of a proposed plan; shadow and none settle at once."""
         if self.config.validation == "none":
             return self.promote(plan)
         plan = self._start_canary(plan)
         if self.config.validation == "canary":
-            self._push_candidates(plan)
+            self.harnesses.push_candidates(plan, self.config.canary_share)
             return plan
-        pairs = []
-        for u in plan.updates:
-            handle = self._harness(u.agent)
-            if handle is not None:
-                pairs += ray.get(handle.shadow_replay.remote(u.theta_new, self.config.shadow_tasks))
-        decision, verdict = shadow_verdict(pairs, self.config)
+        decision, verdict = shadow_verdict(self.harnesses.shadow_replay(plan, self.config.shadow_tasks), self.config)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
 
@@ -67,52 +81,54 @@ class PlanLifecycle:
         self.store.put_plan_with_params(plan, "canary")
         return plan
 
-    def _push_candidates(self, plan: UpdatePlan) -> None:
-        for u in plan.updates:
-            handle = self._harness(u.agent)
-            if handle is not None:
-                ray.get(handle.set_candidate.remote(u.version_new, u.theta_new, self.config.canary_share))
-
-    def _review_canaries(self, report: dict) -> None:
+    def review_canaries(self) -> list[UpdatePlan]:
+        """Decide every plan in canary on its traffic so far; returns the plans that settled."""
+        settled = []
         for plan in self.store.plans("canary"):
             cand = _pooled(self.store.outcomes(u.agent, u.version_new) for u in plan.updates)
             inc = _pooled(self.store.outcomes(u.agent, u.version_old) for u in plan.updates)
             decision, verdict = canary_verdict(cand, inc, self.config)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":
-                self._report(report, self.promote(plan))
+                settled.append(self.promote(plan))
             elif decision == "rollback":
-                self._report(report, self.rollback(plan))
+                settled.append(self.rollback(plan))
             else:
                 self.store.put_plan(plan)
-                self._push_candidates(plan)  # a restarted harness gets its candidate back
+                self.harnesses.push_candidates(plan, self.config.canary_share)  # a restarted harness gets it back
+        return settled
 
-    def _review_approved(self, report: dict) -> None:
+    def review_approved(self) -> list[UpdatePlan]:
+        """Validate every blocked plan a human approved whose agents did not change since."""
+        started = []
         for plan in self.store.plans("blocked"):
             if self.store.approval(plan.plan_id) != "approved":
                 continue
-            if any(self.current_params(u.agent)[0] != u.version_old for u in plan.updates):
+            if any(self.directory.current_params(u.agent)[0] != u.version_old for u in plan.updates):
                 log.warning("plan %s was approved but its agents changed since; it stays blocked", plan.plan_id)
                 continue
-            confidence = {u.agent: u.confidence for u in plan.updates}
-            gates = [
-                self.gate.decide(Action(agent=g.agent, param=g.param, op="set", value=self._theta(plan, g)), self.specs[g.agent],
-                                 confidence[g.agent], approved=True)
-                for g in plan.gates
-            ]
-            plan = plan.model_copy(update={"gates": gates})
-            if all(g.eligible for g in gates):
-                self._report(report, self._validate(plan.transition("proposed")))
+            plan = plan.model_copy(update={"gates": self._approved_gates(plan)})
+            if all(g.eligible for g in plan.gates):
+                started.append(self.validate(plan.transition("proposed")))
             else:
                 self.store.put_plan(plan)
+        return started
 
-    @staticmethod
-    def _theta(plan: UpdatePlan, gate) -> float:
-        return next(u.theta_new[gate.param] for u in plan.updates if u.agent == gate.agent)
+    def _approved_gates(self, plan: UpdatePlan) -> list[GateDecision]:
+        confidence = {u.agent: u.confidence for u in plan.updates}
+        specs = self.directory.specs
+        return [
+            self.gate.decide(
+                Action(agent=g.agent, param=g.param, op="set", value=_theta(plan, g)),
+                specs[g.agent],
+                confidence[g.agent],
+                approved=True,
+            )
+            for g in plan.gates
+        ]
 
-    @locked
     def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> dict:
-        """Record a human decision on a blocked plan; the next ``analyze`` acts on it."""
+        """Record a human decision on a blocked plan; the next analysis pass acts on it."""
         plan = self.store.plan(plan_id)
         if plan is None:
             known = [p.plan_id for p in self.store.plans("blocked")]
@@ -131,57 +147,33 @@ class PlanLifecycle:
     def promote(self, plan: UpdatePlan) -> UpdatePlan:
         """Persist the plan as promoted with its param versions, then install them on the harnesses."""
         if plan.state == "proposed":
-            plan = plan.model_copy(update={"updates": [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]})
+            updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
+            plan = plan.model_copy(update={"updates": updates})
         plan = plan.transition("promoted")
         self.store.put_plan_with_params(plan, "promoted")
-        self._install(plan)
+        self.harnesses.install(plan)
         for u in plan.updates:
-            self.metrics.drift(u.agent, self.specs[u.agent].drift(u.theta_new))
+            self.metrics.drift(u.agent, self.directory.specs[u.agent].drift(u.theta_new))
         return plan
 
     def rollback(self, plan: UpdatePlan) -> UpdatePlan:
         """Persist the plan as rolled back, then return its agents to the last promoted params."""
         plan = plan.transition("rolled_back")
         self.store.put_plan_with_params(plan, "rolled_back")
-        self._reconcile([u.agent for u in plan.updates])
+        self.reconcile([u.agent for u in plan.updates])
         return plan
 
-    def _reconcile(self, agents) -> None:
+    def reconcile(self, agents) -> None:
         """Bring live harnesses to the last promoted params in the store (after a crash or a rollback)."""
-        for agent in agents:
-            handle = self._harness(agent)
-            if handle is None:
-                continue
-            version, values = self.current_params(agent)
-            try:
-                if ray.get(handle.get_params.remote())[0] != version:
-                    ray.get(handle.set_params.remote(version, values))
-            except ray.exceptions.RayActorError as exc:
-                log.warning("harness %s unreachable (%s); it reads its params from the store on restart", agent, exc)
+        self.harnesses.reconcile({a: self.directory.current_params(a) for a in agents})
 
-    def _harness(self, agent: str):
-        if not ray.is_initialized():
-            return None
-        try:
-            return ray.get_actor(harness_name(agent), namespace=self.namespace)
-        except ValueError:
-            return None
-
-    def _install(self, plan: UpdatePlan) -> None:
-        """Push a promoted plan to the live harnesses; a harness that is down reads it from the store on restart."""
-        refs = [(h, h.set_params.remote(u.version_new, u.theta_new)) for u in plan.updates if (h := self._harness(u.agent))]
-        for _, ref in refs:
-            try:
-                ray.get(ref)
-            except (ray.exceptions.RayActorError, RRSIError) as exc:
-                log.warning("plan %s: a harness did not take its update now (%s); it resumes from the store", plan.plan_id, exc)
-
-    @locked
-    def rollback_plan(self, plan_id: str) -> dict:
+    def rollback_plan(self, plan_id: str) -> UpdatePlan:
         """Roll back a promoted (or canary) plan: its agents return to their previous promoted params."""
         plan = self.store.plan(plan_id)
         if plan is None:
             raise UnknownPlan(f"plan_id: no plan {plan_id!r}")
         if plan.state not in ("promoted", "canary"):
-            raise SchemaError(f"plan_id: plan {plan_id} is {plan.state!r}; only promoted or canary plans can be rolled back")
-        return self.rollback(plan).model_dump()
+            raise SchemaError(
+                f"plan_id: plan {plan_id} is {plan.state!r}; only promoted or canary plans can be rolled back"
+            )
+        return self.rollback(plan)

@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from rrsi.config import HubConfig
-from rrsi.hub.canary import canary_verdict, shadow_verdict, two_proportion_p
+from rrsi.hub.canary import canary_verdict, two_proportion_p
+from rrsi.hub.shadow import shadow_verdict
 
 
 def test_two_proportion_p_is_one_sided():

@@ -54,7 +54,7 @@ def test_plain_function_agent_and_metrics(ray_fast_metrics, tmp_path):
     outs = agent.run_batch([{"task_id": f"t{i}", "trace_id": f"t{i}", "payload": "one two three four five six"} for i in range(30)])
     assert all(o["error_code"] == "SUMMARY_LONG_001" for o in outs)
     assert agent.flush() == 30
-    report = hub.analyze()
+    report = hub.analyze().model_dump()
     assert [u["agent"] for p in report["plans"] for u in p["updates"]] == ["summarize"]
     assert agent.params()[1]["max_words"] > 4
     assert hub.incidents()[0]["root_agent"] == "summarize"

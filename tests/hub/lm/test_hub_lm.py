@@ -16,7 +16,7 @@ def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
     hub.register_agent(UP)
     hub.register_agent(DOWN)
     model, tokenizer = lm
-    hub._lm = LMReflector(hub.registry, model=model, tokenizer=tokenizer)  # the untrained base model: decoding stays valid
+    hub.reflectors.lm = LMReflector(hub.registry, model=model, tokenizer=tokenizer)  # the untrained base model: decoding stays valid
     now = time.time()
     for i in range(12):
         hub.ingest([
@@ -24,7 +24,7 @@ def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
             step(trace=f"t{i}", step_id="down", agent="down", parents=["up"], error_code="DOWN_FAIL_001",
                  scratchpad="length=0.5 looked too high in the summary", ts=now),
         ])
-    report = hub.analyze()
+    report = hub.analyze().model_dump()
     [incident] = report["incidents"]
     reflection = hub.store.reflection(incident)
     for plan in report["plans"]:
@@ -44,16 +44,16 @@ def test_auto_reflects_by_rule_until_the_adapter_exists_then_by_lm(tmp_path, lm)
 
     adapter = tmp_path / "adapter"
     hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)})
-    assert hub._lm_reflector() is None and hub.stats()["lm_loaded"] is False
+    assert hub.reflectors.lm_reflector() is None and hub.stats()["lm_loaded"] is False
     model, tokenizer = lm
     get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
     tokenizer.save_pretrained(adapter)
-    assert isinstance(hub._lm_reflector(), LMReflector) and hub.stats()["lm_loaded"] is True
+    assert isinstance(hub.reflectors.lm_reflector(), LMReflector) and hub.stats()["lm_loaded"] is True
 
 
 def test_rule_never_loads_a_model(tmp_path):
     hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "rule", "lm_adapter": str(tmp_path)})
-    assert hub._lm_reflector() is None and hub.stats()["reflector"] == "rule"
+    assert hub.reflectors.lm_reflector() is None and hub.stats()["reflector"] == "rule"
 
 
 def test_an_adapter_of_an_older_template_counts_as_missing(tmp_path):
@@ -73,8 +73,8 @@ def test_an_adapter_of_an_older_template_counts_as_missing(tmp_path):
     assert has_adapter(adapter)
     (adapter / "training.json").write_text(json.dumps({"template": TEMPLATE_VERSION - 1}))
     assert not has_adapter(adapter)
-    assert ReflectionHub(str(tmp_path / "a.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)})._lm_reflector() is None
+    assert ReflectionHub(str(tmp_path / "a.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)}).reflectors.lm_reflector() is None
     # lm with a folder path is not trained in place: the error names the field and the way out.
     hub = ReflectionHub(str(tmp_path / "l.sqlite"), {"reflector": "lm", "lm_adapter": str(adapter)})
     with pytest.raises(UserError, match=r"config.lm_adapter: .*rrsi train-reflector"):
-        hub._lm_reflector()
+        hub.reflectors.lm_reflector()

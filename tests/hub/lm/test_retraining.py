@@ -182,27 +182,27 @@ def test_the_hub_samples_its_promoted_incidents_retrains_and_reloads(tmp_path):
     hub.register_agent(UP)
     hub.register_agent(DOWN)
     calls = []
-    hub._lm = _FakeLM()
-    hub.retrainer = _retrainer(tmp_path, calls, every=1)
-    hub.retrainer.store = hub.store
+    hub.reflectors.lm = _FakeLM()
+    hub.reflectors.retrainer = _retrainer(tmp_path, calls, every=1)
+    hub.reflectors.retrainer.store = hub.store
     now = time.time()
     hub.ingest([step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001",
                      scratchpad="strict=0.2 looked too low on the date format", ts=now) for i in range(12)])
-    report = hub.analyze()
+    report = hub.analyze().model_dump()
     [incident] = report["incidents"]
     assert [p["state"] for p in report["plans"]] == ["promoted"]
     assert calls == [[incident]]
     assert report["retraining"]["samples"]["used"] == 1
-    assert hub._lm is None  # loaded from the new adapter on next use
+    assert hub.reflectors.lm is None  # loaded from the new adapter on next use
     assert hub.stats()["retraining"]["last_report"]["steps"] == 3
 
 
 def test_the_hub_without_plans_keeps_no_sample(tmp_path):
     hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"})
     hub.register_agent(UP)
-    hub._lm = _FakeLM()
-    hub.retrainer = _retrainer(tmp_path, [], every=1)
-    hub.retrainer.store = hub.store
+    hub.reflectors.lm = _FakeLM()
+    hub.reflectors.retrainer = _retrainer(tmp_path, [], every=1)
+    hub.reflectors.retrainer.store = hub.store
     hub.ingest([step(trace="t0", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="strict=0.2 looked too low", ts=time.time())])
     hub.analyze()  # one failure: no action, no plan
     assert hub.store.sample_counts() == {}

@@ -57,10 +57,10 @@ def test_hub_serves_the_lm_from_reflector_actors_on_a_logical_gpu(ray_gpu, tmp_p
     hub.ingest([step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001",
                      scratchpad="strict=0.2 looked too low on the date format", ts=now) for i in range(6)])
     try:
-        [incident] = hub.analyze()["incidents"]
-        assert isinstance(hub._lm, WorkerPool) and hub._lm.devices() == ["cpu"]
+        [incident] = hub.analyze().model_dump()["incidents"]
+        assert isinstance(hub.reflectors.lm, WorkerPool) and hub.reflectors.lm.devices() == ["cpu"]
         assert ray_gpu.get_actor(worker_name(0), namespace="rrsi") is not None
         assert hub.store.reflection(incident).backend == "lm"
         assert hub.stats()["lm_loaded"] is True
     finally:
-        hub._lm.close()
+        hub.reflectors.lm.close()

@@ -1,0 +1,149 @@
+"""The incident pipeline: a group of correlated failing traces → attribute → reflect → plan → gate.
+
+For each group the attribution model blames an agent and a step per trace; the blamed steps
+join their agent's standing evidence; the Reflector gets the evidence of the incident's
+failing agents (those without a plan under validation) for ONE joint reflection; the gate
+splits its actions into those that may proceed and those held (low/medium/high risk, or a
+low-quality LM reflection held for review); each part becomes one jointly regularized plan:
+the held one is stored ``blocked``, the other goes to validation.
+
+Evidence per agent is spent when a reflection acts on the agent; otherwise it keeps
+gathering, the latest ``max_evidence`` records counted.
+"""
+from __future__ import annotations
+
+import time
+
+from rrsi.config import HubConfig
+from rrsi.graph.attribution import load_default_model
+from rrsi.graph.baselines import blamed_steps, combine, most_upstream
+from rrsi.graph.features import own_failure_rates
+from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
+from rrsi.store import Store
+
+from rrsi.hub.analysis import AnalysisReport
+from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.gating import Gate
+from rrsi.hub.incidents import make_incident
+from rrsi.hub.joint_update import plan_update
+from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.reflectors import Reflectors
+
+__all__ = ["Attributor", "IncidentPipeline", "record"]
+
+
+class Attributor:
+    """One attribution per trace by the configured model (the GNN is loaded, or trained, once)."""
+
+    def __init__(self, config: HubConfig) -> None:
+        self.config = config
+        self._model = None
+
+    def __call__(self, group: list[Trace]) -> list[Attribution]:
+        if self.config.attribution == "most_upstream":
+            return [most_upstream(t) for t in group]
+        if self._model is None:
+            self._model = load_default_model(self.config.attribution_model)
+        return self._model.attribute(group, own_failure_rates(group))
+
+
+class IncidentPipeline:
+    """Turns groups of failing traces into incidents, joint reflections and plans.
+
+    Args:
+        store: incidents, reflections and plans are written here.
+        config: evidence and planning settings.
+        directory: the registered agents.
+        reflectors: who reflects.
+        gate: which actions may proceed.
+        lifecycle: validates the plans that may.
+        metrics: attribution and reflection latency, plans by state.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        config: HubConfig,
+        directory: AgentDirectory,
+        reflectors: Reflectors,
+        gate: Gate,
+        lifecycle: PlanLifecycle,
+        metrics: HubMetrics,
+    ) -> None:
+        self.store, self.config, self.directory = store, config, directory
+        self.reflectors, self.gate, self.lifecycle, self.metrics = reflectors, gate, lifecycle, metrics
+        self.attribute = Attributor(config)
+        self.evidence: dict[str, list[StepRecord]] = {}
+
+    def run(self, group: list[Trace], report: AnalysisReport) -> None:
+        """One incident from ``group``: stored, reflected on, and planned; what changed goes into ``report``."""
+        incident, standing = self._incident(group, report)
+        t1 = time.perf_counter()
+        joint = self.reflectors.reflect(incident, standing, self.directory.specs)
+        if joint is None:
+            return
+        self.metrics.reflection(joint.backend, time.perf_counter() - t1)
+        self.store.put_reflection(joint)
+        report.reflections[joint.backend] = report.reflections.get(joint.backend, 0) + 1
+        for r in joint.reflections:
+            if r.actions:  # evidence is spent on the agents the reflection acts on; the others keep gathering it
+                self.evidence.pop(r.agent, None)
+        review = self.reflectors.quality_review(joint, incident, self.directory.specs)
+        if review is None:
+            eligible, held, decisions = self.gate.split(joint, self.directory.specs)
+        else:
+            eligible, held, decisions = None, joint, review
+        if self._plan(report, eligible, held, decisions):
+            self.reflectors.keep_sample(incident, standing, self.directory.specs, joint)
+
+    def _incident(self, group: list[Trace], report: AnalysisReport) -> tuple[Incident, list[StepRecord]]:
+        """The stored, attributed incident of ``group`` and the standing evidence of its agents."""
+        t0 = time.perf_counter()
+        per_trace = self.attribute(group)
+        incident = make_incident(group).model_copy(update={"attribution": combine(per_trace)})
+        self.store.put_incident(incident)
+        report.incidents.append(incident.incident_id)
+        report.trace_roots.update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
+        self.metrics.incident(time.perf_counter() - t0)
+        for step in (s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)):
+            self.evidence.setdefault(step.agent, []).append(step)
+        busy = {u.agent for p in self.store.plans("canary") for u in p.updates}  # no new plan until it settles
+        agents = [a for a in incident.failing_agents if a not in busy]
+        standing = [s for a in agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
+        return incident, standing
+
+    def _plan(
+        self,
+        report: AnalysisReport,
+        eligible: JointReflection | None,
+        held: JointReflection | None,
+        decisions: list[GateDecision],
+    ) -> bool:
+        """A blocked plan for what the gate held and a validated plan for what it let through; whether any was made."""
+        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        planned = len(report.plans)
+        if held is not None:
+            plan = self._solve(held, current)
+            if plan is not None:
+                gates = [d for d in decisions if not d.eligible]
+                plan = plan.model_copy(update={"plan_id": plan.plan_id + "-held", "gates": gates}).transition("blocked")
+                self.store.put_plan(plan)
+                record(report, self.metrics, plan)
+        if eligible is not None:
+            plan = self._solve(eligible, current)
+            if plan is not None:
+                plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible]})
+                self.store.put_plan(plan)
+                record(report, self.metrics, self.lifecycle.validate(plan))
+        return len(report.plans) > planned
+
+    def _solve(self, joint: JointReflection, current) -> UpdatePlan | None:
+        return plan_update(joint, self.directory.specs, current, self.config, self.directory.graph)
+
+
+def record(report: AnalysisReport, metrics: HubMetrics, *plans: UpdatePlan) -> None:
+    """Add plans whose state changed to the pass's report and count them by state."""
+    for plan in plans:
+        report.plans.append(plan)
+        metrics.plan(plan.state)

@@ -1,0 +1,99 @@
+"""Ingest: step records in, validated, stored, and their failing traces queued for analysis.
+
+A batch is validated whole before anything is stored, so a bad record rejects its batch
+unchanged and the error names the record (``records[3].error_code: ...``). Failing traces
+wait in :attr:`Ingestor.pending` until an analysis pass takes them; a restarted hub finds
+them again as the store's failing traces that no incident covers yet.
+"""
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from rrsi.errors import SchemaError
+from rrsi.schema import StepRecord, validate
+from rrsi.store import Store
+
+from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.metrics import HubMetrics
+
+__all__ = ["Ingestor"]
+
+_RECORDS = TypeAdapter(list[StepRecord])
+
+
+def _json_or_raise(text: str, i: int) -> Any:
+    """One JSON object per string, or a SchemaError naming the string."""
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise SchemaError(f"records[{i}]: not valid JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise SchemaError(f"records[{i}]: expected one JSON object (a StepRecord), got {type(value).__name__}")
+    return value
+
+
+def _name_culprit(batch: list[str]) -> None:
+    """Validate each string on its own so the error names the first bad one."""
+    for i, text in enumerate(batch):
+        validate(StepRecord, _json_or_raise(text, i), where=f"records[{i}]")
+
+
+class Ingestor:
+    """Validates and stores records for one hub.
+
+    Args:
+        store: where records go.
+        directory: the registered agents and error codes records are checked against.
+        metrics: counts ingested traces and failures.
+    """
+
+    def __init__(self, store: Store, directory: AgentDirectory, metrics: HubMetrics) -> None:
+        self.store, self.directory, self.metrics = store, directory, metrics
+        covered = {t for inc in store.incidents() for t in inc.trace_ids}
+        self.pending: set[str] = store.failing_trace_ids() - covered
+
+    def ingest(self, records: list[StepRecord | dict]) -> int:
+        """Validate every record, then store them all; a bad record rejects the batch unchanged."""
+        if not isinstance(records, (list, tuple)):
+            raise SchemaError(f"records: expected a list of StepRecords or dicts, got {type(records).__name__}")
+        checked = []
+        for i, r in enumerate(records):
+            data = r.model_dump() if isinstance(r, StepRecord) else r  # instances may have skipped validation
+            record = validate(StepRecord, data, where=f"records[{i}]")
+            self.directory.check_record(i, record)
+            checked.append(record)
+        return self._store(checked)
+
+    def ingest_json(self, batch: list[str]) -> int:
+        """``ingest`` for JSON-encoded records, as harnesses ship them: parsed as one JSON array."""
+        if not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
+            raise SchemaError("batch: expected a list of JSON strings, one StepRecord each")
+        try:
+            records = _RECORDS.validate_json("[" + ",".join(batch) + "]")
+        except ValidationError:
+            _name_culprit(batch)
+            raise SchemaError(
+                "batch: the records do not form a JSON array (a record holds unbalanced brackets)"
+            ) from None
+        if len(records) != len(batch):
+            _name_culprit(batch)
+            raise SchemaError(f"batch: {len(batch)} strings held {len(records)} records; send one record per string")
+        for i, record in enumerate(records):
+            self.directory.check_record(i, record)
+        complete = len(StepRecord.model_fields)
+        bodies = [t if len(r.model_fields_set) == complete else r.model_dump_json() for t, r in zip(batch, records)]
+        return self._store(records, bodies)
+
+    def _store(self, records: list[StepRecord], bodies: list[str] | None = None) -> int:
+        new = self.store.add_records(records, bodies)
+        self.pending.update(r.trace_id for r in records if r.failed)
+        self.metrics.ingested(records, self.directory.error_types())
+        return new
+
+    def take_pending(self) -> list[str]:
+        """The failing traces waiting for analysis, oldest id first; the queue is emptied."""
+        ids, self.pending = sorted(self.pending), set()
+        return ids

@@ -1,0 +1,160 @@
+"""The hub's Reflectors: one protocol, the LM Reflector chosen by the config, the rule Reflector behind it.
+
+``reflector`` in :class:`~rrsi.config.HubConfig` picks: ``rule``; ``lm`` (the adapter
+``lm_adapter``, trained on first use when it is a named adapter); or ``auto``, the LM once
+its adapter exists, looked for again on later passes until it does. With ``lm_workers`` > 0
+the LM is served by ``reflector:<n>`` Ray actors (:class:`~rrsi.hub.lm.worker.WorkerPool`),
+else in the hub's process. The rule Reflector answers whenever the LM yields nothing valid.
+
+An LM reflection whose quality composite is below ``quality_threshold`` is held for human
+review; with ``retrain`` on, reflected incidents become retraining samples
+(:mod:`rrsi.hub.lm.retraining`).
+"""
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Protocol
+
+from rrsi.agents.self_reflection import reflection_context
+from rrsi.config import HubConfig
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.errors import UserError
+from rrsi.schema import AgentSpec, Attribution, GateDecision, Incident, JointReflection, StepRecord
+from rrsi.store import Store
+
+from rrsi.hub.lm.prompt import IncidentInput
+from rrsi.hub.lm.quality import QualityConfig, route, score_reflection
+from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
+from rrsi.hub.lm.worker import WorkerPool
+from rrsi.hub.rule_reflector import RuleReflector
+
+__all__ = ["Reflector", "Reflectors"]
+
+log = logging.getLogger(__name__)
+
+
+class Reflector(Protocol):
+    """What the hub asks of a Reflector: one joint reflection per incident, or None without evidence."""
+
+    backend: str
+
+    def reflect(
+        self, incident_id: str, attribution: Attribution, root_records: list[StepRecord], specs: dict[str, AgentSpec]
+    ) -> JointReflection | None: ...
+
+
+def _lm_modules():
+    """The LM's adapter and model modules, imported on first use: they load torch and transformers
+    (seconds), which a hub on the rule Reflector never needs."""
+    from rrsi.hub.lm import adapters, lm_reflector
+
+    return adapters, lm_reflector
+
+
+class Reflectors:
+    """The hub's Reflector choice.
+
+    Args:
+        config: ``reflector``, ``lm_*``, ``quality_threshold`` and ``retrain*`` settings.
+        registry: the hub's error codes.
+        store: the hub's store (retraining samples).
+        namespace: Ray namespace of the ``reflector:<n>`` actors.
+    """
+
+    def __init__(self, config: HubConfig, registry: ErrorCodeRegistry, store: Store, namespace: str) -> None:
+        self.config, self.registry, self.store, self.namespace = config, registry, store, namespace
+        self.rule = RuleReflector(registry, config)
+        self.lm: Reflector | None = None
+        self.retrainer: Retrainer | None = None
+
+    def lm_reflector(self) -> Reflector | None:
+        """The LM Reflector the config asks for, or None for the rule Reflector."""
+        if self.lm is not None or self.config.reflector == "rule":
+            return self.lm
+        path = self._adapter()
+        if path is None:
+            return None
+        if self.config.retrain and self.retrainer is None:
+            policy = RetrainingPolicy(
+                every_samples=self.config.retrain_every_samples,
+                every_days=self.config.retrain_every_days,
+                epochs=self.config.retrain_epochs,
+            )
+            self.retrainer = Retrainer(self.store, self.registry, path, policy, num_gpus=self.config.lm_num_gpus)
+        self.lm = self._serve(path)
+        return self.lm
+
+    def _adapter(self) -> Path | None:
+        """The adapter folder to load; None while ``auto`` has none; trained first when ``lm`` names one."""
+        adapters, _ = _lm_modules()
+        name = self.config.lm_adapter or adapters.DEFAULT_ADAPTER
+        path = adapters.resolve_adapter(name)
+        if adapters.has_adapter(path):
+            return path
+        if self.config.reflector == "auto":
+            return None
+        if path.parent != adapters.adapter_dir(adapters.DEFAULT_ADAPTER).parent:  # only named adapters train here
+            raise UserError(
+                f"config.lm_adapter: no adapter for the current answer template at {path}; "
+                "train one with `rrsi train-reflector --out NAME`"
+            )
+        return adapters.ensure_adapter(name, progress=False)
+
+    def _serve(self, path: Path) -> Reflector:
+        if self.config.lm_workers:
+            workers = {"workers": self.config.lm_workers, "num_gpus": self.config.lm_num_gpus}
+            return WorkerPool(self.registry, adapter=path, namespace=self.namespace, config=workers)
+        return _lm_modules()[1].LMReflector(self.registry, adapter=path)
+
+    def reflect(self, incident: Incident, standing: list[StepRecord], specs: dict[str, AgentSpec]):
+        """The configured Reflector's joint reflection; the rule Reflector stands in for an LM that yields none."""
+        args = (incident.incident_id, incident.attribution, standing, specs)
+        lm = self.lm_reflector()
+        if lm is not None:
+            joint = lm.reflect(*args)
+            if joint is not None:
+                return joint
+        return self.rule.reflect(*args)
+
+    def quality_review(
+        self, joint: JointReflection, incident: Incident, specs: dict[str, AgentSpec]
+    ) -> list[GateDecision] | None:
+        """Gate decisions that hold an LM reflection for human review when its quality is too low."""
+        if joint.backend != "lm":
+            return None
+        context = reflection_context([specs[r.agent] for r in joint.reflections], self.registry)
+        score = score_reflection(joint, incident.attribution, context)
+        if route(score, QualityConfig(threshold=self.config.quality_threshold)) == "updater":
+            return None
+        reason = f"quality {score.composite:.2f} < {self.config.quality_threshold}: human review (rrsi approve)"
+        return [
+            GateDecision(agent=a.agent, param=a.param, risk=specs[a.agent].param(a.param).risk, eligible=False, reason=reason)
+            for r in joint.reflections
+            for a in r.actions
+        ]
+
+    def keep_sample(
+        self, incident: Incident, standing: list[StepRecord], specs: dict[str, AgentSpec], joint: JointReflection
+    ) -> None:
+        """Keep an incident that planned an update as a retraining sample (when retraining is on)."""
+        if self.retrainer is not None:
+            self.retrainer.add(IncidentInput(incident.incident_id, incident.attribution, standing, specs), joint)
+
+    def retrain(self) -> tuple[dict | None, Path | None]:
+        """Label settled samples and start a due retraining; reload the LM once one has finished.
+
+        Returns the retrainer's status (None without retraining) and the new adapter when one was swapped in.
+        """
+        if self.retrainer is None:
+            return None, None
+        self.retrainer.settle()
+        swapped = self.retrainer.poll()
+        if swapped is not None:
+            log.info("LM Reflector retrained (%s); reloading it", swapped)
+            reload = getattr(self.lm, "reload", None)
+            if reload is not None:
+                reload()  # reflector actors load it in place
+            else:
+                self.lm = None  # loaded from the adapter folder on next use
+        return self.retrainer.status(), swapped

@@ -1,0 +1,39 @@
+"""Read views of the hub's store: the incidents list and the cross-agent view of one incident."""
+from __future__ import annotations
+
+from rrsi.errors import UnknownIncident
+from rrsi.store import Store
+
+__all__ = ["incident_list", "incident_view"]
+
+
+def incident_list(store: Store, limit: int = 50) -> list[dict]:
+    """The latest incidents, newest first, with their root agent and plan states."""
+    plans: dict[str, list[str]] = {}
+    for p in store.plans():
+        plans.setdefault(p.incident_id, []).append(f"{p.plan_id}:{p.state}")
+    out = []
+    for inc in reversed(store.incidents()[-limit:]):
+        att = inc.attribution
+        out.append({
+            "incident_id": inc.incident_id,
+            "created_at": inc.created_at,
+            "traces": len(inc.trace_ids),
+            "failing_agents": inc.failing_agents,
+            "root_agent": att.root_agent if att else None,
+            "plans": plans.get(inc.incident_id, []),
+        })
+    return out
+
+
+def incident_view(store: Store, incident_id: str) -> dict:
+    """The cross-agent view of one incident: steps, blame, joint reflection, plans and their states."""
+    inc = store.incident(incident_id)
+    if inc is None:
+        raise UnknownIncident(f"incident_id: no incident {incident_id!r}")
+    reflection = store.reflection(incident_id)
+    return {
+        "incident": inc.model_dump(),
+        "reflection": reflection.model_dump() if reflection else None,
+        "plans": [p.model_dump() for p in store.plans() if p.incident_id == incident_id],
+    }
