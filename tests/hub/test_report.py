@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from rrsi.cli.report_cmd import add_report_command, parse_duration
+from rrsi.cli.report_cmd import parse_duration, register
 from rrsi.errors import UserError
 from rrsi.hub.report import build_report, plan_effects
 from rrsi.schema import AgentSpec, AgentUpdate, UpdatePlan
@@ -99,7 +99,7 @@ def test_bad_duration_names_the_option(text):
 
 def _parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="rrsi")
-    add_report_command(parser.add_subparsers(dest="command", required=True))
+    register(parser.add_subparsers(dest="command", required=True))
     return parser.parse_args(argv)
 
 

@@ -1,0 +1,218 @@
+"""The hub service on the command line: ``rrsi hub start|status|samples``, ``rrsi agents list``,
+``rrsi incidents list|show``, ``rrsi approve``, ``rrsi reject`` and ``rrsi rollback``.
+
+Every command but ``hub start`` asks the hub actor of the cluster at ``--address`` (default
+``$RAY_ADDRESS``), or, without one, opens the hub store at ``--store`` in this process.
+:func:`register` adds the commands; each ``run_*`` returns an exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from rich.table import Table
+
+from rrsi.cli import lazy
+from rrsi.cli.options import add_address, add_num_cpus, add_store, console, existing_store, init_ray, positive_int
+from rrsi.config import HubConfig
+from rrsi.errors import UserError
+from rrsi.schema import validate
+from rrsi.store import SAMPLE_STATES
+
+__all__ = [
+    "register",
+    "run_hub_start",
+    "run_hub_status",
+    "run_hub_samples",
+    "run_agents_list",
+    "run_incidents_list",
+    "run_incidents_show",
+    "run_approve",
+    "run_reject",
+    "run_rollback",
+]
+
+HubCall = Callable[..., Any]
+
+
+def _hub_for(args: argparse.Namespace) -> HubCall:
+    """``call(method, *args)`` on the running hub actor (``--address``), else on an in-process hub on ``--store``."""
+    if args.address:
+        init_ray(args.address)
+        handle = lazy.ray.get_actor(lazy.hub.HUB_NAME, namespace=lazy.hub.NAMESPACE)
+        return lambda method, *a: lazy.ray.get(getattr(handle, method).remote(*a))
+    hub = lazy.hub.ReflectionHub(str(existing_store(args)))
+    return lambda method, *a: getattr(hub, method)(*a)
+
+
+def _print_json(data) -> None:
+    console.print_json(json.dumps(data, default=str))
+
+
+def _start_config(args: argparse.Namespace) -> HubConfig:
+    return validate(HubConfig, {"approval": args.approval, "validation": args.validation, "reflector": args.reflector,
+                                "lm_adapter": args.lm_adapter, "lm_workers": args.lm_workers,
+                                "lm_num_gpus": args.lm_gpus, "retrain": not args.no_retrain,
+                                "retrain_every_samples": args.retrain_every},
+                    where="hub start")
+
+
+def run_hub_start(args: argparse.Namespace) -> int:
+    if args.detached and not args.address:
+        raise UserError("--detached: a detached hub needs a cluster that outlives this command; pass --address "
+                        "(e.g. after `ray start --head`)")
+    config = _start_config(args)
+    init_ray(args.address, args.num_cpus)
+    hub = lazy.hub.get_or_create_hub(str(args.store), config, detached=args.detached)
+    lazy.ray.get(hub.start_loop.remote(args.interval))
+    console.print(f"hub '{lazy.hub.HUB_NAME}' (namespace {lazy.hub.NAMESPACE}) is up; store {args.store}; "
+                  f"analysing every {args.interval:g} s")
+    if args.detached:
+        return 0
+    console.print("[dim]serving until Ctrl-C[/dim]")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        lazy.ray.get(hub.stop_loop.remote())
+    return 0
+
+
+def run_hub_status(args: argparse.Namespace) -> int:
+    _print_json(_hub_for(args)("stats"))
+    return 0
+
+
+def run_hub_samples(args: argparse.Namespace) -> int:
+    lines = [json.dumps(row) + "\n" for row in _hub_for(args)("samples", args.state)]
+    if args.out:
+        Path(args.out).write_text("".join(lines))
+        console.print(f"{len(lines)} {args.state} samples written to {args.out} "
+                      f"(train on them: rrsi train-reflector --data {args.out})")
+    else:
+        sys.stdout.write("".join(lines))
+    return 0
+
+
+def run_agents_list(args: argparse.Namespace) -> int:
+    table = Table(title="agents")
+    for col in ["agent", "depends on", "params"]:
+        table.add_column(col)
+    for a in _hub_for(args)("agents"):
+        table.add_row(a["name"], ", ".join(a["depends_on"]), ", ".join(p["name"] for p in a["params"]))
+    console.print(table)
+    return 0
+
+
+def run_incidents_list(args: argparse.Namespace) -> int:
+    table = Table(title="incidents (newest first)")
+    for col in ["incident", "traces", "failing agents", "root agent", "plans"]:
+        table.add_column(col)
+    for i in _hub_for(args)("incidents", args.limit):
+        table.add_row(i["incident_id"], str(i["traces"]), ", ".join(i["failing_agents"]), str(i["root_agent"]),
+                      " ".join(i["plans"]))
+    console.print(table)
+    return 0
+
+
+def run_incidents_show(args: argparse.Namespace) -> int:
+    _print_json(_hub_for(args)("incident_view", args.incident_id))
+    return 0
+
+
+def _decide(args: argparse.Namespace, decision: str) -> int:
+    result = _hub_for(args)("approve", args.plan_id, os.environ.get("USER", "cli"), decision)
+    console.print(f"plan {result['plan_id']}: {result['decision']}; the hub acts on it at its next analysis")
+    return 0
+
+
+def run_approve(args: argparse.Namespace) -> int:
+    return _decide(args, "approved")
+
+
+def run_reject(args: argparse.Namespace) -> int:
+    return _decide(args, "rejected")
+
+
+def run_rollback(args: argparse.Namespace) -> int:
+    plan = _hub_for(args)("rollback_plan", args.plan_id)
+    agents = [u["agent"] for u in plan["updates"]]
+    console.print(f"plan {plan['plan_id']}: rolled back; agents {agents} are on their previous params")
+    return 0
+
+
+def _add_hub_source(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
+    """``--store`` and ``--address`` of a command that asks the hub, and its handler."""
+    add_store(parser)
+    add_address(parser, "open --store in this process")
+    parser.set_defaults(func=run)
+
+
+def _register_start(hub: argparse._SubParsersAction) -> None:
+    start = hub.add_parser("start", help="start the named hub actor and its analysis loop")
+    add_address(start, "start Ray here and serve until Ctrl-C")
+    start.add_argument("--detached", action="store_true",
+                       help="leave the hub running after this command (needs --address)")
+    add_store(start)
+    start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
+    start.add_argument("--approval", choices=["manual", "auto"], default="manual")
+    start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
+    add_num_cpus(start)
+    start.add_argument("--reflector", choices=["rule", "auto", "lm"], default="auto",
+                       help="auto (default): the LM Reflector once its adapter exists, the rule Reflector until "
+                            "then; lm: train the adapter now if missing; rule")
+    start.add_argument("--lm-adapter", help="adapter folder or name under ~/.rrsi/adapters (default: default)")
+    start.add_argument("--lm-workers", type=int, default=0,
+                       help="reflector:<n> Ray actors serving the LM (0: in the hub)")
+    start.add_argument("--lm-gpus", type=float, default=0.0,
+                       help="GPUs each reflector actor asks Ray for (fractional allowed)")
+    start.add_argument("--retrain-every", type=positive_int, default=200,
+                       help="retrain the LM Reflector's adapter after this many validated samples (or 7 days with one)")
+    start.add_argument("--no-retrain", action="store_true", help="never retrain the adapter from the hub's incidents")
+    start.set_defaults(func=run_hub_start)
+
+
+def _register_hub(subparsers: argparse._SubParsersAction) -> None:
+    hub = subparsers.add_parser("hub", help="run or inspect the hub service").add_subparsers(dest="what", required=True)
+    _register_start(hub)
+    status = hub.add_parser("status", help="counts of agents, records, incidents, plans")
+    _add_hub_source(status, run_hub_status)
+    samples = hub.add_parser("samples",
+                             help="the LM Reflector's retraining samples, as user JSONL for train-reflector --data")
+    samples.add_argument("--state", choices=SAMPLE_STATES, default="ready",
+                         help="ready (labelled by validation, default), pending (plans unsettled), used, dropped")
+    samples.add_argument("--out", help="write the JSONL here instead of standard output")
+    _add_hub_source(samples, run_hub_samples)
+
+
+def _register_views(subparsers: argparse._SubParsersAction) -> None:
+    agents = subparsers.add_parser("agents", help="registered agents").add_subparsers(dest="what", required=True)
+    _add_hub_source(agents.add_parser("list"), run_agents_list)
+    incidents = subparsers.add_parser("incidents", help="cross-agent incidents").add_subparsers(dest="what",
+                                                                                                required=True)
+    listing = incidents.add_parser("list")
+    listing.add_argument("--limit", type=int, default=50)
+    _add_hub_source(listing, run_incidents_list)
+    show = incidents.add_parser("show", help="steps, blame, joint reflection, plan and state of one incident")
+    show.add_argument("incident_id")
+    _add_hub_source(show, run_incidents_show)
+    rollback = subparsers.add_parser("rollback", help="roll back a promoted plan")
+    rollback.add_argument("plan_id")
+    _add_hub_source(rollback, run_rollback)
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``approve``, ``reject``, ``hub``, ``agents``, ``incidents`` and ``rollback``."""
+    for name, text, run in [("approve", "approve a blocked plan (high-risk change)", run_approve),
+                            ("reject", "reject a blocked plan", run_reject)]:
+        decide = subparsers.add_parser(name, help=text)
+        decide.add_argument("plan_id")
+        _add_hub_source(decide, run)
+    _register_hub(subparsers)
+    _register_views(subparsers)

@@ -1,0 +1,54 @@
+"""The heavy modules the commands call, each imported the first time a command uses it.
+
+These pull Ray, torch, transformers or torch_geometric, which take seconds to import, while
+``rrsi --help`` (and every argument error) must answer in well under a second. So the command
+modules import this module at their top and call through it, ``lazy.demo.run_demo(...)``: the
+attribute access imports :mod:`rrsi.hub.demo` then, once; Python caches it in ``sys.modules``.
+Everything light (argparse, rich, :mod:`rrsi.schema`, :mod:`rrsi.config`, :mod:`rrsi.scenario`,
+:mod:`rrsi.store`, :mod:`rrsi.traces`) is imported at the top of the command modules as usual.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+__all__ = [
+    "LazyModule", "ray", "hub", "demo", "tuning", "report", "rule_reflector", "lm_adapters", "lm_data",
+    "lm_evaluation", "lm_reflector", "attribution", "embedding", "features", "gnn", "gnn_training", "evaluate",
+    "synthetic",
+]
+
+
+class LazyModule:
+    """Stands for the module ``name``; the first attribute read imports it."""
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def _module(self) -> ModuleType:
+        return importlib.import_module(self._name)
+
+    def __getattr__(self, attr: str):
+        return getattr(self._module(), attr)
+
+    def __repr__(self) -> str:
+        return f"<lazy module {self._name!r}>"
+
+
+ray = LazyModule("ray")
+hub = LazyModule("rrsi.hub.hub")
+demo = LazyModule("rrsi.hub.demo")
+tuning = LazyModule("rrsi.hub.tuning")
+report = LazyModule("rrsi.hub.report")
+rule_reflector = LazyModule("rrsi.hub.rule_reflector")
+lm_adapters = LazyModule("rrsi.hub.lm.adapters")
+lm_data = LazyModule("rrsi.hub.lm.data")
+lm_evaluation = LazyModule("rrsi.hub.lm.evaluation")
+lm_reflector = LazyModule("rrsi.hub.lm.lm_reflector")
+attribution = LazyModule("rrsi.graph.attribution")
+embedding = LazyModule("rrsi.graph.embedding")
+features = LazyModule("rrsi.graph.features")
+gnn = LazyModule("rrsi.graph.gnn")
+gnn_training = LazyModule("rrsi.graph.gnn_training")
+evaluate = LazyModule("rrsi.graph.evaluate")
+synthetic = LazyModule("rrsi.sim.synthetic")

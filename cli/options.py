@@ -1,0 +1,129 @@
+"""Options that several commands take, defined once, and the helpers the command modules share.
+
+``--store``, ``--address``, ``--scenario``, ``--rounds`` and ``--num-cpus`` mean the same in every
+command that has them: each is added by one ``add_*`` function here, and the value is read back
+through one function (:func:`existing_store`, :func:`resolve_scenario`, :func:`init_ray`).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from rrsi.cli import lazy
+from rrsi.config import default_store_path
+from rrsi.errors import UserError
+from rrsi.scenario import BUNDLED, Scenario, bundled_names, bundled_scenario, load_scenario
+
+__all__ = [
+    "console",
+    "err_console",
+    "write_json",
+    "int_at_least",
+    "positive_int",
+    "count",
+    "add_store",
+    "existing_store",
+    "add_address",
+    "init_ray",
+    "add_scenario",
+    "resolve_scenario",
+    "add_rounds",
+    "add_num_cpus",
+]
+
+_WIDTH = None if sys.stdout.isatty() else 120
+console = Console(highlight=False, width=_WIDTH)
+err_console = Console(stderr=True, highlight=False, width=_WIDTH)
+
+
+def write_json(path: str | Path, data) -> None:
+    """Write a command's result (``--json FILE``), indented."""
+    Path(path).write_text(json.dumps(data, indent=2))
+
+
+def int_at_least(minimum: int, what: str):
+    """An argparse type: an integer >= ``minimum``, named ``what`` in the error."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {what} integer (got {text!r})") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a {what} integer (got {value})")
+        return value
+    return parse
+
+
+positive_int = int_at_least(1, "positive")
+count = int_at_least(0, "non-negative")
+
+
+def add_store(parser: argparse.ArgumentParser) -> None:
+    """``--store PATH``: the hub's SQLite store, by default :func:`rrsi.config.default_store_path`."""
+    parser.add_argument("--store", type=Path, default=default_store_path(),
+                        help="the hub's SQLite store (default: $RRSI_HOME/hub.sqlite, or ~/.rrsi/hub.sqlite)")
+
+
+def existing_store(args: argparse.Namespace) -> Path:
+    """``args.store`` if a hub store is there; UserError naming ``--store`` otherwise."""
+    if not args.store.is_file():
+        raise UserError(f"--store: no hub store at {args.store}; pass the store of the hub (a demo prints its folder)")
+    return args.store
+
+
+def add_address(parser: argparse.ArgumentParser, without: str) -> None:
+    """``--address``: the Ray cluster to join, by default ``$RAY_ADDRESS``; ``without`` says what
+    the command does when there is none."""
+    parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS") or None,
+                        help=f"Ray cluster to join, e.g. auto (default: $RAY_ADDRESS if set, else {without})")
+
+
+def init_ray(address: str | None, num_cpus: int | None = None) -> None:
+    """Join the cluster at ``address``, or start Ray here on ``num_cpus`` CPUs (default: all)."""
+    os.environ.setdefault("RAY_DEDUP_LOGS", "1")
+    kwargs = {"namespace": lazy.hub.NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
+    if address:
+        context = lazy.ray.init(address=address, **kwargs)
+    else:
+        context = lazy.ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=True,
+                                dashboard_host="127.0.0.1", **kwargs)
+    url = context.dashboard_url or "(dashboard not running)"
+    where = "joined " + address if address else "started locally"
+    err_console.print(f"[dim]Ray {where}; dashboard: http://{url}[/dim]")
+
+
+def add_scenario(parser: argparse.ArgumentParser, repeatable: bool = False) -> None:
+    """``--scenario NAME|FILE``: a bundled scenario or a scenario file; :func:`resolve_scenario` reads it."""
+    names = ", ".join(bundled_names())
+    if repeatable:
+        parser.add_argument("--scenario", action="append", metavar="NAME|FILE",
+                            help=f"bundled scenario ({names}) or scenario YAML file (repeatable)")
+    else:
+        parser.add_argument("--scenario", metavar="NAME|FILE",
+                            help=f"bundled scenario ({names}) or scenario YAML file (default: {BUNDLED})")
+
+
+def resolve_scenario(value: str | None) -> Scenario:
+    """The bundled scenario named ``value``, else the scenario file at ``value``; None: the default."""
+    if value is None:
+        return bundled_scenario()
+    if value in bundled_names():
+        return bundled_scenario(value)
+    if Path(value).is_file():
+        return load_scenario(value)
+    raise UserError(f"--scenario: {value!r} is neither a bundled scenario ({', '.join(bundled_names())}) "
+                    "nor a scenario file")
+
+
+def add_rounds(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rounds", type=int, help="rounds to run (default: the scenario's)")
+
+
+def add_num_cpus(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--num-cpus", type=int, help="CPUs for the local Ray (default: all)")
