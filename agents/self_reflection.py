@@ -3,28 +3,22 @@
 For every declared param with an error code, the failing records carrying that code vote
 for a direction through the symptom phrases of their scratchpads ("too low" → increase).
 The param gets an action only when the votes are lopsided enough to beat chance: a
-one-sided sign test, P(X ≥ k | n, ½) < α with n ≥ ``min_evidence``. Noise failures point
-both ways and cancel out, so an agent at its optimum is left alone. Confidence is the
+one-sided sign test (:func:`rrsi.stats.sign_test`), P(X ≥ k | n, ½) < α with
+n ≥ ``min_evidence``. Noise failures point both ways and cancel out, so an agent at its
+optimum is left alone. Confidence is the
 posterior mean of the agreeing share, (k + 1) / (n + 2).
 """
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Iterable
 
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import Action, AgentSpec, Reflection, ReflectionContext, StepRecord, validate
+from rrsi.stats import sign_test
 
-__all__ = ["sign_test", "symptom_votes", "reflect_on_agent", "reflection_context"]
-
-
-def sign_test(k: int, n: int) -> float:
-    """One-sided P(X ≥ k) for X ~ Binomial(n, ½)."""
-    if n <= 0:
-        return 1.0
-    return sum(math.comb(n, i) for i in range(k, n + 1)) / 2.0**n
+__all__ = ["symptom_votes", "reflect_on_agent", "reflection_context"]
 
 
 def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) -> ReflectionContext:

@@ -1,4 +1,4 @@
-"""The attribution GNN: heterogeneous message passing over incident graphs that scores every
+r"""The attribution GNN: heterogeneous message passing over incident graphs that scores every
 step and agent as the root cause.
 
 Each node type is encoded from its features (and, with ``text``, its 384-dim text
@@ -7,7 +7,7 @@ with one :class:`~torch_geometric.nn.SAGEConv` per edge type update them with re
 connections:
 
 .. math::
-    h_v^{(l+1)} = h_v^{(l)} + \\mathrm{ReLU}\\Big(\\sum_{r} W_r^{(l)} h_v^{(l)} + U_r^{(l)} \\operatorname{mean}_{u \\in N_r(v)} h_u^{(l)}\\Big)
+    h_v^{(l+1)} = h_v^{(l)} + \mathrm{ReLU}\Big(\sum_{r} W_r^{(l)} h_v^{(l)} + U_r^{(l)} \operatorname{mean}_{u \in N_r(v)} h_u^{(l)}\Big)
 
 and a linear head on ``[h^{(0)} ‖ h^{(L)}]`` gives one logit per node. An agent's logit also
 collects the evidence against its candidate steps,

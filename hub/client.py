@@ -20,7 +20,7 @@ from typing import Any
 import ray
 
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
-from rrsi.config import HubConfig, default_home
+from rrsi.config import HubConfig, default_store_path
 from rrsi.errors import ActorFailure
 from rrsi.schema import AgentSpec, ParamSpec, validate
 
@@ -104,7 +104,8 @@ def connect(
 
     Args:
         address: a Ray cluster address; ``None`` starts Ray on this machine (dashboard on 127.0.0.1).
-        store: the hub's SQLite file (default ``~/.rrsi/hub.sqlite``); used only when creating the hub.
+        store: the hub's SQLite file (default :func:`~rrsi.config.default_store_path`: ``hub.sqlite``
+            under ``$RRSI_HOME`` or ``~/.rrsi``); used only when creating the hub.
         config: :class:`~rrsi.config.HubConfig` for a hub created here.
         detached: create the hub as a detached actor that outlives this driver.
     """
@@ -113,6 +114,6 @@ def connect(
             ray.init(address=address, namespace=NAMESPACE)
         else:
             ray.init(namespace=NAMESPACE, dashboard_host="127.0.0.1")
-    path = Path(store) if store else default_home() / "hub.sqlite"
+    path = Path(store) if store else default_store_path()
     return HubClient(get_or_create_hub(str(path), config, detached=detached))
 

@@ -1,32 +1,60 @@
 """The hub's metrics through ``ray.util.metrics``.
 
 They reach the Ray dashboard and Prometheus with a ``ray_`` prefix, e.g.
-``ray_rrsi_failures_total{agent="intake",error_type="format"}``. Metric objects are created
-lazily inside the process that records them (the hub actor) and only when Ray is running.
+``ray_rrsi_failures_total{agent="intake",error_type="format"}``. :data:`METRICS` is the one
+list of them (name, kind, tags) that the hub records and the Grafana dashboard
+(``deploy/grafana/rrsi-dashboard.json``) charts. Metric objects are created lazily inside
+the process that records them (the hub actor) and only when Ray is running.
 """
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
 
 import ray
 from ray.util import metrics
 
 from rrsi.schema import StepRecord
 
-__all__ = ["HubMetrics", "METRIC_NAMES"]
+__all__ = ["HubMetrics", "MetricSpec", "METRICS", "METRIC_NAMES", "LATENCY_BOUNDS"]
 
-METRIC_NAMES = (
-    "rrsi_traces_total",
-    "rrsi_failures_total",
-    "rrsi_incidents_total",
-    "rrsi_reflections_total",
-    "rrsi_updates_total",
-    "rrsi_agent_error_rate",
-    "rrsi_param_drift",
-    "rrsi_reflection_latency_seconds",
-    "rrsi_attribution_latency_seconds",
-)
 LATENCY_BOUNDS = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 30.0]
+
+
+@dataclass(frozen=True)
+class MetricSpec:
+    """One metric: the ``key`` the hub records it under, its Prometheus ``name`` (without
+    Ray's ``ray_`` prefix), its ``kind``, description and tag keys."""
+
+    key: str
+    name: str
+    kind: Literal["counter", "gauge", "histogram"]
+    description: str
+    tags: tuple[str, ...] = ()
+
+    def create(self) -> metrics.Metric:
+        if self.kind == "counter":
+            return metrics.Counter(self.name, self.description, tag_keys=self.tags)
+        if self.kind == "gauge":
+            return metrics.Gauge(self.name, self.description, tag_keys=self.tags)
+        return metrics.Histogram(self.name, self.description, boundaries=LATENCY_BOUNDS, tag_keys=self.tags)
+
+
+METRICS: tuple[MetricSpec, ...] = (
+    MetricSpec("traces", "rrsi_traces_total", "counter", "traces seen by the hub"),
+    MetricSpec("failures", "rrsi_failures_total", "counter", "failed steps", ("agent", "error_type")),
+    MetricSpec("incidents", "rrsi_incidents_total", "counter", "incidents formed"),
+    MetricSpec("reflections", "rrsi_reflections_total", "counter", "joint reflections", ("backend",)),
+    MetricSpec("updates", "rrsi_updates_total", "counter", "update plans by state reached", ("state",)),
+    MetricSpec("error_rate", "rrsi_agent_error_rate", "gauge", "failed share of the steps of an agent since the last analysis", ("agent",)),
+    MetricSpec("drift", "rrsi_param_drift", "gauge", "normalized distance of the promoted params from their init", ("agent",)),
+    MetricSpec("reflection_latency", "rrsi_reflection_latency_seconds", "histogram", "time to reflect on one incident", ("backend",)),
+    MetricSpec("attribution_latency", "rrsi_attribution_latency_seconds", "histogram", "time to attribute one incident"),
+    MetricSpec("analysis_errors", "rrsi_analysis_errors_total", "counter", "analysis failures, by stage", ("stage",)),
+    MetricSpec("dead_letters", "rrsi_dead_letters_total", "counter", "records refused by the hub and kept with the reason"),
+)
+METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 
 
 class HubMetrics:
@@ -38,21 +66,7 @@ class HubMetrics:
 
     def _get(self) -> dict[str, metrics.Metric] | None:
         if self._m is None and ray.is_initialized():
-            self._m = {
-                "traces": metrics.Counter("rrsi_traces_total", "traces seen by the hub"),
-                "failures": metrics.Counter("rrsi_failures_total", "failed steps", tag_keys=("agent", "error_type")),
-                "incidents": metrics.Counter("rrsi_incidents_total", "incidents formed"),
-                "reflections": metrics.Counter("rrsi_reflections_total", "joint reflections", tag_keys=("backend",)),
-                "updates": metrics.Counter("rrsi_updates_total", "update plans by state reached", tag_keys=("state",)),
-                "error_rate": metrics.Gauge("rrsi_agent_error_rate", "failed share of the steps of an agent since the last analysis", tag_keys=("agent",)),
-                "drift": metrics.Gauge("rrsi_param_drift", "normalized distance of the promoted params from their init", tag_keys=("agent",)),
-                "reflection_latency": metrics.Histogram(
-                    "rrsi_reflection_latency_seconds", "time to reflect on one incident", boundaries=LATENCY_BOUNDS, tag_keys=("backend",)
-                ),
-                "attribution_latency": metrics.Histogram(
-                    "rrsi_attribution_latency_seconds", "time to attribute one incident", boundaries=LATENCY_BOUNDS
-                ),
-            }
+            self._m = {spec.key: spec.create() for spec in METRICS}
         return self._m
 
     def ingested(self, records: Iterable[StepRecord], error_types: dict[str, str]) -> None:
@@ -90,6 +104,15 @@ class HubMetrics:
     def plan(self, state: str) -> None:
         if (m := self._get()) is not None:
             m["updates"].inc(tags={"state": state})
+
+    def loop_error(self, stage: str) -> None:
+        """One failed analysis step: ``incident`` (one incident's pipeline) or ``pass`` (a whole pass)."""
+        if (m := self._get()) is not None:
+            m["analysis_errors"].inc(tags={"stage": stage})
+
+    def dead_lettered(self, n: int) -> None:
+        if n and (m := self._get()) is not None:
+            m["dead_letters"].inc(n)
 
     def drift(self, agent: str, value: float) -> None:
         if (m := self._get()) is not None:

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from rrsi.devices import resolve_device
 from rrsi.errors import RuntimeFailure, SchemaError
 
 __all__ = ["QuadraticProblem", "Solution", "solve", "objective"]
@@ -382,15 +383,6 @@ def _into_ball(d: np.ndarray, rho: float) -> np.ndarray:
     return d * (limit / norm) if norm > limit else d
 
 
-def _device(name: str | None) -> str:
-    if name is None:
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    try:
-        return str(torch.device(name))
-    except (RuntimeError, TypeError):
-        raise SchemaError(f"device: must be a torch device such as 'cpu' or 'cuda:0' (got {name!r})") from None
-
-
 def solve(problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_000, device: str | None = None) -> Solution:
     """Minimize f over the box and the ball, then round integer coordinates.
 
@@ -398,7 +390,8 @@ def solve(problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_0
         problem: the validated quadratic.
         tol: relative tolerance of CG residuals, active-set KKT residual and ‖d‖ = ρ (default 1e-10).
         max_iter: CG iterations per linear solve before RuntimeFailure (default 10 000).
-        device: torch device for the CG path (default: "cuda" when available, else "cpu").
+        device: torch device for the CG path; ``None`` (default) or ``"auto"``: "cuda" when
+            available, else "cpu" (:func:`rrsi.devices.resolve_device`).
 
     Returns:
         Solution with method "closed_form" when no pair has positive weight, else "cg". Its z
@@ -410,7 +403,7 @@ def solve(problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_0
     if max_iter < 1:
         raise SchemaError(f"max_iter: must be >= 1 (got {max_iter})")
     if (problem.pair_weight > 0).any():
-        inner: _SeparableBox | _SplitBox = _SplitBox(problem, _device(device), tol, max_iter)
+        inner: _SeparableBox | _SplitBox = _SplitBox(problem, resolve_device(device), tol, max_iter)
     else:
         inner = _SeparableBox(*_linear_parts(problem))
     d, nu = _trust_region(inner, problem.rho, tol)

@@ -9,7 +9,9 @@ from pydantic import Field, model_validator
 
 from rrsi.schema import _Model
 
-__all__ = ["HubConfig", "HarnessConfig", "default_home", "default_store_path"]
+__all__ = ["HubConfig", "HarnessConfig", "MIN_EVIDENCE", "default_home", "default_store_path"]
+
+MIN_EVIDENCE = 5  # fewest failures of an agent that can justify a parameter change
 
 
 def default_home() -> Path:
@@ -63,6 +65,10 @@ class HubConfig(_Model):
     task-id hash, a ``shadow`` replay of recent tasks, or ``none``; promoted when a one-sided
     test at ``canary_alpha`` says the candidate fails less by ``canary_margin`` with at least
     ``canary_min_sample`` candidate steps; rolled back at ``canary_max_sample`` without that).
+    The canary's test is sequential (an always-valid mSPRT p-value with mixing standard
+    deviation ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
+    false-promotion rate at ``canary_alpha``. The rule Reflector and the hub count at most
+    ``max_evidence`` root failures per agent (the latest; older ones are dropped).
     """
 
     lam: float = Field(default=0.05, gt=0.0)
@@ -71,7 +77,7 @@ class HubConfig(_Model):
     low_confidence_multiplier: float = Field(default=4.0, ge=1.0)
     risk_multiplier: dict[str, float] = Field(default_factory=lambda: {"low": 1.0, "medium": 2.0, "high": 4.0})
     alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)
-    min_evidence: int = Field(default=5, ge=1)
+    min_evidence: int = Field(default=MIN_EVIDENCE, ge=1)
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
     attribution: Literal["gnn", "most_upstream"] = "gnn"
@@ -96,6 +102,7 @@ class HubConfig(_Model):
     canary_share: float = Field(default=0.05, gt=0.0, le=1.0)
     canary_margin: float = Field(default=0.0, ge=0.0, le=1.0)
     canary_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
+    canary_mixing_sd: float = Field(default=0.1, gt=0.0, le=1.0)
     canary_min_sample: int = Field(default=50, ge=1)
     canary_max_sample: int = Field(default=1000, ge=1)
     shadow_tasks: int = Field(default=200, ge=1)

@@ -15,35 +15,29 @@ import networkx as nx
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
+from rrsi.error_codes import CODE_PATTERN
 from rrsi.errors import ScenarioError, pydantic_message
-from rrsi.schema import NAME_PATTERN, AgentSpec, ErrorType, ParamSpec, Risk, _Model
+from rrsi.schema import NAME_PATTERN, AgentSpec, ErrorType, ParamSpec, _Model
 
 __all__ = ["ScenarioParam", "ScenarioAgent", "Scenario", "load_scenario", "parse_scenario", "bundled_scenario", "bundled_names", "BUNDLED"]
 
 BUNDLED = "loan-approval"
 
 
-class ScenarioParam(_Model):
-    name: str = Field(pattern=NAME_PATTERN)
-    kind: str = Field(default="float", pattern="^(float|int)$")
-    low: float
-    high: float
-    init: float
+class ScenarioParam(ParamSpec):
+    """A :class:`~rrsi.schema.ParamSpec` (its fields and bounds checks) plus the simulator's
+    hidden truth: the ``optimum`` value and the ``sensitivity`` of the failure rate to the
+    distance from it. A scenario param must name its error code and error type."""
+
     optimum: float
     sensitivity: float = Field(ge=0.0, le=10.0)
-    risk: Risk = "low"
-    error_code: str = Field(pattern=r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_[0-9]{3}$")
+    error_code: str = Field(pattern=CODE_PATTERN)
     error_type: ErrorType
-    shared_key: str | None = None
 
     @model_validator(mode="after")
-    def _in_range(self) -> ScenarioParam:
-        if not self.low < self.high:
-            raise ValueError(f"low ({self.low}) must be below high ({self.high})")
-        for field in ("init", "optimum"):
-            v = getattr(self, field)
-            if not self.low <= v <= self.high:
-                raise ValueError(f"{field} {v} must lie in [low, high] = [{self.low}, {self.high}]")
+    def _optimum_in_range(self) -> ScenarioParam:
+        if not self.low <= self.optimum <= self.high:
+            raise ValueError(f"param {self.name!r}: optimum {self.optimum} must lie in [low, high] = [{self.low}, {self.high}]")
         return self
 
     def spec(self) -> ParamSpec:

@@ -18,6 +18,11 @@ from rrsi.errors import SchemaError, pydantic_message
 
 __all__ = [
     "ERROR_TYPES",
+    "NAME_PATTERN",
+    "IMPERATIVE_VERBS",
+    "CONDITIONAL",
+    "ROOT_CAUSE_CHARS",
+    "CORRECTION_CHARS",
     "ErrorType",
     "Risk",
     "ParamSpec",
@@ -44,6 +49,8 @@ ERROR_TYPES: tuple[str, ...] = ("factuality", "logic", "format", "tool_usage", "
 Risk = Literal["low", "medium", "high"]
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
 SUMMARY_CHARS = 256
+ROOT_CAUSE_CHARS = 128
+CORRECTION_CHARS = 256
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -283,7 +290,10 @@ IMPERATIVE_VERBS = frozenset(
     route run sanitize search select set shorten shrink skip slow sort split stop strengthen
     summarize switch test tighten trim update use validate verify widen wait""".split()
 )
-_CONDITIONAL = re.compile(r"\b(if|when|whenever|unless|in case|provided that|as long as|only if)\b", re.IGNORECASE)
+# A conditional clause, which a correction may not contain: the Reflection validator refuses
+# it and the constrained decoder steers around it.
+CONDITIONAL = re.compile(r"\b(if|when|whenever|unless|in case|provided that|as long as|only if)\b", re.IGNORECASE)
+_CONDITIONAL = CONDITIONAL  # the name tests/test_fuzz_ingest.py imports
 
 
 class ReflectionContext(_Model):
@@ -304,8 +314,8 @@ class Reflection(_Model):
 
     agent: str = Field(pattern=NAME_PATTERN)
     error_type: ErrorType
-    root_cause: str = Field(min_length=1, max_length=128)
-    correction: str = Field(min_length=1, max_length=256)
+    root_cause: str = Field(min_length=1, max_length=ROOT_CAUSE_CHARS)
+    correction: str = Field(min_length=1, max_length=CORRECTION_CHARS)
     confidence: float = Field(ge=0.0, le=1.0)
     actions: list[Action] = Field(default_factory=list)
 
@@ -315,7 +325,7 @@ class Reflection(_Model):
         first = v.strip().split(maxsplit=1)[0].lower().strip(",.;:") if v.strip() else ""
         if first not in IMPERATIVE_VERBS:
             raise ValueError(f"correction must start with an imperative verb such as 'increase', 'validate' (got {first!r})")
-        if _CONDITIONAL.search(v):
+        if CONDITIONAL.search(v):
             raise ValueError("correction must not contain a conditional clause (if/when/unless/...)")
         return v
 
@@ -343,7 +353,7 @@ class JointReflection(_Model):
 
     incident_id: str = Field(min_length=1)
     root_agent: str = Field(pattern=NAME_PATTERN)
-    root_cause: str = Field(min_length=1, max_length=128)
+    root_cause: str = Field(min_length=1, max_length=ROOT_CAUSE_CHARS)
     reflections: list[Reflection] = Field(min_length=1)
     backend: str = Field(min_length=1)
 

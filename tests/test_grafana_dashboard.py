@@ -1,4 +1,5 @@
-"""The Grafana dashboard covers every hub metric, under the name Prometheus gives it (``ray_`` prefix)."""
+"""The Grafana dashboard charts every metric of :data:`rrsi.hub.metrics.METRICS`, under the name
+Prometheus gives it (``ray_`` prefix), broken out by each of its tags."""
 from __future__ import annotations
 
 import json
@@ -7,17 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from rrsi.hub.metrics import METRICS as SPECS
+
 DASHBOARD = Path(__file__).resolve().parents[1] / "deploy" / "grafana" / "rrsi-dashboard.json"
 
-COUNTERS = {
-    "rrsi_traces_total": (),
-    "rrsi_failures_total": ("agent", "error_type"),
-    "rrsi_incidents_total": (),
-    "rrsi_reflections_total": ("backend",),
-    "rrsi_updates_total": ("state",),
-}
-GAUGES = {"rrsi_agent_error_rate": ("agent",), "rrsi_param_drift": ("agent",)}
-HISTOGRAMS = {"rrsi_reflection_latency_seconds": ("backend",), "rrsi_attribution_latency_seconds": ()}
+COUNTERS = {m.name: m.tags for m in SPECS if m.kind == "counter"}
+GAUGES = {m.name: m.tags for m in SPECS if m.kind == "gauge"}
+HISTOGRAMS = {m.name: m.tags for m in SPECS if m.kind == "histogram"}
 METRICS = {**COUNTERS, **GAUGES, **HISTOGRAMS}
 
 
@@ -33,6 +30,10 @@ def exprs(dashboard) -> list[str]:
 
 def _uses(expr: str, metric: str) -> bool:
     return re.search(rf"\bray_{metric}(_bucket|_sum|_count)?\b", expr) is not None
+
+
+def test_every_metric_has_one_known_kind():
+    assert SPECS and len(METRICS) == len(SPECS), [m.name for m in SPECS]
 
 
 @pytest.mark.parametrize("metric", sorted(METRICS))

@@ -10,8 +10,8 @@ logits so that a row can only emit
   with the first token of a free field, which then must start with a space),
 - under :class:`Free`, a printable-ASCII token without quote or backslash that keeps the
   field within its character budget, or the token that closes the field; with
-  ``no_conditional`` the best token that would complete a conditional word (if, when,
-  unless, …) is skipped for the next best.
+  ``no_conditional`` the best token that would complete a conditional word
+  (:data:`rrsi.schema.CONDITIONAL`: if, when, unless, …) is skipped for the next best.
 
 Greedy choice under the mask; a choice's probability is the product over its branching
 steps of the chosen token's softmax over the allowed tokens, i.e. the probability of the
@@ -23,17 +23,17 @@ probabilities, which the Reflector needs for its confidence.
 from __future__ import annotations
 
 import inspect
-import re
 from dataclasses import dataclass, field
 
 import torch
 from transformers import DynamicCache
 
+from rrsi.schema import CONDITIONAL
+
 from rrsi.hub.lm.template import FIELD_OF, Choice, Fixed, Free, Segment
 
-__all__ = ["Decoded", "SegmentCodec", "ConstrainedDecoder", "CONDITIONAL"]
+__all__ = ["Decoded", "SegmentCodec", "ConstrainedDecoder"]
 
-CONDITIONAL = re.compile(r"\b(if|when|whenever|unless|in case|provided that|as long as|only if)\b", re.IGNORECASE)
 _RETRIES = 16
 
 

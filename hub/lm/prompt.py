@@ -25,9 +25,10 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from rrsi.agents.self_reflection import reflection_context, sign_test, symptom_votes
+from rrsi.agents.self_reflection import reflection_context, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
+from rrsi.stats import sign_test
 
 from rrsi.hub.lm.template import AgentView, Segment, program
 

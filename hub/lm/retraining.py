@@ -39,6 +39,7 @@ from typing import Literal
 
 from pydantic import Field
 
+from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
@@ -49,7 +50,6 @@ from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 __all__ = ["RetrainingPolicy", "Retrainer", "sample_row", "settled_row", "retrain_adapter", "DAY_S"]
 
 DAY_S = 86_400.0
-FEW = 5  # fewer failures than this read "too few to tell", as in the synthetic labels
 log = logging.getLogger(__name__)
 
 
@@ -105,7 +105,7 @@ def _keep(spec: AgentSpec, param: str, records: list[dict]) -> dict | None:
     term = (spec.domain_terms or [spec.name])[0]
     if spec.params and param not in {p.name for p in spec.params}:
         return None
-    texts = label_texts(spec, term, param, None, few=len(records) < FEW)
+    texts = label_texts(spec, term, param, None, few=len(records) < MIN_EVIDENCE)
     return {"agent": spec.name, "error_type": texts["error_type"], "root_cause": texts["root_cause"],
             "correction": texts["correction"], "confidence": 1.0, "actions": []}
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from rrsi.schema import ERROR_TYPES, IMPERATIVE_VERBS
+from rrsi.schema import CORRECTION_CHARS, ERROR_TYPES, IMPERATIVE_VERBS, ROOT_CAUSE_CHARS
 
 __all__ = ["TEMPLATE_VERSION", "Fixed", "Choice", "Free", "Segment", "AgentView", "program", "render_values", "VERBS", "OPS", "FIELD_OF"]
 
@@ -37,8 +37,6 @@ __all__ = ["TEMPLATE_VERSION", "Fixed", "Choice", "Free", "Segment", "AgentView"
 TEMPLATE_VERSION = 3  # 3: no scratchpads for agents with declared params
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
-ROOT_CAUSE_CHARS = 128
-CORRECTION_CHARS = 256
 
 
 @dataclass(frozen=True)
@@ -122,7 +120,7 @@ def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "")
     return _merge(segs)
 
 
-# The loss weight group of each named segment (see training.FieldWeights).
+# The loss weight group of each named segment (see lora_training.FieldWeights).
 FIELD_OF = {"root_agent": "decision", "error_type": "error_type", "term": "root_cause", "root_cause": "root_cause",
             "verb": "correction", "correction": "correction", "actions": "decision"}
 
