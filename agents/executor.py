@@ -27,11 +27,15 @@ class Task(_Model):
 
 
 class ExecutionResult(_Model):
-    """What an executor returns. ``truth`` is for simulators' ground truth: never shipped to the hub."""
+    """What an executor returns. ``truth`` is for simulators' ground truth: never shipped to the hub.
+
+    The scratchpad and the intermediate steps may be as long as the agent wrote them; the
+    harness summarises them to fit the step record (:mod:`rrsi.agents.records`).
+    """
 
     output: Any = None
     error_code: str | None = None
-    scratchpad: str = Field(min_length=1, max_length=1024)
+    scratchpad: str = Field(min_length=1)
     tool_calls: int = Field(default=0, ge=0)
     tools: list[str] = Field(default_factory=list)
     intermediate_steps: list[str] = Field(default_factory=list)

@@ -1,10 +1,11 @@
 """The agent harness: Executor → Reflector → Updater around one agent, hosted as a Ray actor.
 
 ``run`` instruments the executor at entry and exit, validates what it reports, builds a
-:class:`~rrsi.schema.StepRecord` and hands it to the :class:`RecordShipper`, which ships
-batches to the hub off the critical path. Parameters live in a versioned
-:class:`ParamStore`; the hub installs new versions and rollbacks. In ``independent`` mode
-the harness also reflects on its own failures and updates itself, as the seed did.
+:class:`~rrsi.schema.StepRecord` and hands its JSON to the harness's record sink, by default
+a :class:`RecordShipper` that ships batches to the hub off the critical path. Parameters
+live in a versioned :class:`ParamStore`; the hub installs new versions and rollbacks. In
+``independent`` mode the harness also reflects on its own failures and updates itself, as
+the seed did.
 """
 from __future__ import annotations
 
@@ -12,17 +13,19 @@ import logging
 import time
 import zlib
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import ray
 
-from rrsi.config import HarnessConfig, HubConfig
+from rrsi.config import HarnessConfig, HubConfig, default_home
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import RRSIError, SchemaError
 from rrsi.schema import AgentSpec, StepRecord, Summary, validate
 
 from rrsi.agents.executor import ExecutionResult, Task, as_executor
 from rrsi.agents.params import ParamStore
+from rrsi.agents.records import make_record
 from rrsi.agents.self_reflection import reflect_on_agent
 from rrsi.agents.shipping import RecordShipper
 from rrsi.agents.self_update import changed, l2_update
@@ -62,8 +65,12 @@ class AgentHarness:
         spec: the agent's declared name, dependencies, params and domain terms.
         executor: ``(task, params) -> ExecutionResult`` or any ``(task, params) -> value``.
         registry: error codes the executor may report; others are refused.
-        hub: the hub actor handle records are shipped to (``None``: records are not shipped).
+        hub: the hub actor handle: params resume from it, and records are shipped to it unless
+            ``sink`` is given.
         params: ``(version, values)`` to start from, e.g. the last promoted version.
+        sink: receives each record's JSON (e.g. ``list.append`` to keep them in-process); default:
+            a :class:`RecordShipper` to ``hub``, or no sink without a hub. A given sink is the
+            caller's to flush and close.
     """
 
     def __init__(
@@ -74,6 +81,7 @@ class AgentHarness:
         hub: Any = None,
         params: tuple[int, dict[str, float]] | None = None,
         config: HarnessConfig | None = None,
+        sink: Callable[[str], object] | None = None,
     ) -> None:
         self.spec = validate(AgentSpec, spec, where="spec")
         self.executor = as_executor(executor)
@@ -87,11 +95,20 @@ class AgentHarness:
         self.candidate: tuple[int, dict[str, float], float] | None = None
         self.recent: deque[tuple[Task, bool]] = deque(maxlen=self.config.replay_buffer)
         self.failures: list[StepRecord] = []
-        self.shipper = RecordShipper(self._send, self.config) if hub is not None else None
+        self.shipper = self._shipper() if hub is not None and sink is None else None
+        self.sink = self.shipper.put if self.shipper is not None else sink
         self._step = 0
+
+    def _shipper(self) -> RecordShipper:
+        """Ships to the hub; refused or undeliverable records go to its dead letters (else a local file)."""
+        spill = default_home() / "dead-letters" / f"{self.spec.name}.jsonl"
+        return RecordShipper(self._send, self.config, dead_letter=self._dead_letter, spill_path=spill)
 
     def _send(self, batch: list[str]) -> int:
         return ray.get(self.hub.ingest_json.remote(batch))
+
+    def _dead_letter(self, letters: list[tuple[str, str]]) -> int:
+        return ray.get(self.hub.dead_letter.remote(letters, self.spec.name))
 
     def _check_result(self, result: ExecutionResult) -> None:
         if not isinstance(result, ExecutionResult):
@@ -112,7 +129,7 @@ class AgentHarness:
         result = self.executor(task, values)
         elapsed = time.perf_counter() - t0
         self._check_result(result)
-        record = StepRecord.model_construct(
+        record = make_record(
             trace_id=task.trace_id,
             step_id=step_id,
             agent=self.spec.name,
@@ -135,8 +152,8 @@ class AgentHarness:
         return StepOutcome(step_id=step_id, output=result.output, error_code=result.error_code, truth=result.truth)
 
     def _ship(self, record: StepRecord) -> None:
-        if self.shipper is not None:
-            self.shipper.put(record.model_dump_json())
+        if self.sink is not None:
+            self.sink(record.model_dump_json())
         if record.failed:
             self.failures.append(record)
 
@@ -163,9 +180,6 @@ class AgentHarness:
         if not 0.0 < share <= 1.0:
             raise SchemaError(f"share: expected a fraction in (0, 1], got {share!r}")
         self.candidate = (version, self.params.validate(values), share)
-
-    def clear_candidate(self) -> None:
-        self.candidate = None
 
     def shadow_replay(self, values: dict[str, float], n: int) -> list[tuple[bool, bool]]:
         """Run up to ``n`` recent tasks again with ``values``; (incumbent failed, candidate failed) per task.
@@ -207,22 +221,6 @@ class AgentHarness:
     def discard_failures(self) -> int:
         n, self.failures = len(self.failures), []
         return n
-
-    def overhead_benchmark(self, n: int, task: dict) -> dict[str, list[float]]:
-        """Per-task seconds of the bare executor and of ``run`` on the same task, in this process."""
-        task = validate(Task, task)
-        values = self.params.values
-        bare, wrapped = [], []
-        for i in range(n):
-            t = task.model_copy(update={"task_id": f"{task.task_id}-{i}", "trace_id": f"{task.trace_id}-{i}"})
-            t0 = time.perf_counter()
-            self.executor(t, values)
-            bare.append(time.perf_counter() - t0)
-            t0 = time.perf_counter()
-            self.run(t)
-            wrapped.append(time.perf_counter() - t0)
-        self.failures.clear()
-        return {"bare": bare, "harness": wrapped}
 
     def close(self) -> int:
         """Flush and stop shipping; returns the number of records acknowledged."""

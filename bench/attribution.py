@@ -19,10 +19,11 @@ from rrsi.graph.embedding import Embedder
 from rrsi.graph.evaluate import whowhen_baselines
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.gnn_training import TrainConfig, fit, from_synthetic, from_whowhen
-from rrsi.traces.whowhen import load_whowhen_dir
+from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
 from rrsi.scenario import Scenario, parse_scenario
+from rrsi.sim.attribution_data import from_synthetic
+from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.traces.whowhen import load_whowhen_dir
 
 WHOWHEN = Path(__file__).resolve().parents[2] / "shared" / "whowhen" / "Algorithm-Generated"
 

@@ -69,7 +69,7 @@ def _training_set(args: argparse.Namespace) -> tuple[list, dict, dict]:
     for scenario in scenarios:
         incidents = list(lazy.synthetic.synthetic_incidents(scenario, args.incidents, args.seed, args.propagation,
                                                             args.drop))
-        examples += lazy.gnn_training.from_synthetic(incidents)
+        examples += lazy.attribution_data.from_synthetic(incidents)
         error_types.update(lazy.synthetic.scenario_error_types(scenario))
         history.update(lazy.features.own_failure_rates([i.trace for i in incidents]))
     if not examples:
@@ -110,7 +110,7 @@ def _model(args: argparse.Namespace):
     if args.format == "whowhen" and not attribution.default_model_path().exists():
         raise UserError("--model: Who&When logs need a model trained on them: "
                         "`rrsi train-attribution --whowhen DIR --out CKPT`")
-    return attribution.load_default_model()
+    return lazy.attribution_data.default_attribution_model()
 
 
 def _row(label: str, trace, names: dict[str, str], a, fmt: str) -> dict:
@@ -162,7 +162,7 @@ def run_eval_whowhen(args: argparse.Namespace) -> int:
 
 def run_eval_synthetic(args: argparse.Namespace) -> int:
     scenario = resolve_scenario(args.scenario)
-    result = lazy.evaluate.evaluate_synthetic(scenario, args.train, args.test, args.propagation, args.drop, args.seed)
+    result = lazy.attribution_data.evaluate_synthetic_attribution(scenario, args.train, args.test, args.propagation, args.drop, args.seed)
     console.print(
         f"{scenario.name}: propagation {args.propagation}, drop {args.drop}: root-agent top-1 "
         f"gnn {100 * result['gnn']:.1f}%, most_upstream {100 * result['most_upstream']:.1f}% "

@@ -15,7 +15,7 @@ from types import ModuleType
 __all__ = [
     "LazyModule", "ray", "hub", "demo", "tuning", "report", "rule_reflector", "lm_adapters", "lm_data",
     "lm_evaluation", "lm_reflector", "attribution", "embedding", "features", "gnn", "gnn_training", "evaluate",
-    "synthetic",
+    "synthetic", "attribution_data",
 ]
 
 
@@ -52,3 +52,4 @@ gnn = LazyModule("rrsi.graph.gnn")
 gnn_training = LazyModule("rrsi.graph.gnn_training")
 evaluate = LazyModule("rrsi.graph.evaluate")
 synthetic = LazyModule("rrsi.sim.synthetic")
+attribution_data = LazyModule("rrsi.sim.attribution_data")

@@ -23,7 +23,7 @@ from rrsi.graph.embedding import Embedder, default_embedder
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
 from rrsi.graph.incident_graph import IncidentBatch, incident_batch
 
-__all__ = ["AttributionModel", "attribute_incident", "default_model_path", "load_default_model", "CHECKPOINT_VERSION"]
+__all__ = ["AttributionModel", "attribute_incident", "default_model_path", "CHECKPOINT_VERSION"]
 
 CHECKPOINT_VERSION = 1
 
@@ -146,19 +146,7 @@ def attribute_incident(
 
 
 def default_model_path() -> Path:
-    """``rrsi.config.default_home()/models/attribution.pt``."""
+    """``rrsi.config.default_home()/models/attribution.pt``, where the default model lives
+    (:func:`rrsi.sim.attribution_data.default_attribution_model` trains it there on first use)."""
     return default_home() / "models" / "attribution.pt"
 
-
-def load_default_model(path: str | Path | None = None) -> AttributionModel:
-    """The model at ``path`` (default :func:`default_model_path`); when none is there yet,
-    train one on the bundled scenario (:func:`rrsi.graph.gnn_training.train_default`), save it
-    there and return it."""
-    path = Path(path) if path is not None else default_model_path()
-    if path.exists():
-        return AttributionModel.load(path)
-    from rrsi.graph.gnn_training import train_default
-
-    model = train_default()
-    model.save(path)
-    return model

@@ -1,4 +1,4 @@
-"""Evaluation of attribution: k-fold cross-validation on Who&When, and top-1 on synthetic incidents.
+"""Evaluation of attribution: k-fold cross-validation on Who&When.
 
 Who&When scores agent-level and step-level accuracy two ways side by side: exact match and
 the benchmark's official rule (right when the true value is a substring of the predicted
@@ -17,19 +17,15 @@ from pathlib import Path
 import numpy as np
 
 from rrsi.errors import UserError
-from rrsi.scenario import Scenario
 
-from rrsi.graph.baselines import most_upstream
 from rrsi.graph.embedding import Embedder, default_embedder
-from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.gnn_training import TrainConfig, fit, from_synthetic, from_whowhen
+from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
 from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
 
 __all__ = [
     "Prediction", "MethodScores", "kfold", "official_match", "whowhen_baselines",
-    "evaluate_whowhen", "evaluate_synthetic", "WHOWHEN_METRICS",
+    "evaluate_whowhen", "WHOWHEN_METRICS",
 ]
 
 WHOWHEN_METRICS = ("agent_exact", "agent_official", "step_exact", "step_official")
@@ -176,24 +172,3 @@ def evaluate_whowhen(
         "per_fold": {name: s.folds for name, s in scores.items()},
     }
 
-
-def evaluate_synthetic(
-    scenario: Scenario, n_train: int = 1000, n_test: int = 500, propagation: float = 0.9, drop: float = 0.0, seed: int = 0,
-    train_config: TrainConfig | None = None,
-) -> dict[str, float]:
-    """Root-agent top-1 of a text-free GNN and of most-upstream on fresh incidents of ``scenario``.
-
-    The GNN trains on incidents of run seed ``seed`` and is tested on run seed ``seed + 1``;
-    both see the agents' own failure rates estimated from their training traces.
-    """
-    train = list(synthetic_incidents(scenario, n_train, seed, propagation, drop))
-    test = list(synthetic_incidents(scenario, n_test, seed + 1, propagation, drop))
-    history = own_failure_rates([i.trace for i in train])
-    error_types = scenario_error_types(scenario)
-    model = fit(from_synthetic(train), GNNConfig(text=False), train_config or TrainConfig(epochs=200, weight_decay=1e-3, seed=seed), history=history, error_types=error_types)
-    predicted = model.attribute([i.trace for i in test], history)
-    return {
-        "gnn": float(np.mean([a.root_agent in i.root_agents for a, i in zip(predicted, test)])),
-        "most_upstream": float(np.mean([most_upstream(i.trace).root_agent in i.root_agents for i in test])),
-        "incidents": float(len(test)),
-    }

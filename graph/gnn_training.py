@@ -18,18 +18,15 @@ import torch
 from torch_geometric.utils import scatter
 
 from rrsi.errors import SchemaError
-from rrsi.scenario import Scenario, bundled_scenario
 from rrsi.schema import Trace
 
 from rrsi.graph.attribution import AttributionModel
 from rrsi.graph.embedding import Embedder
-from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import AttributionGNN, GNNConfig, candidate_softmax
 from rrsi.graph.incident_graph import IncidentBatch, incident_batch
-from rrsi.sim.synthetic import SyntheticIncident, scenario_error_types, synthetic_incidents
 from rrsi.traces.whowhen import WhoWhenLog
 
-__all__ = ["Example", "TrainConfig", "from_whowhen", "from_synthetic", "root_loss", "fit", "train_default"]
+__all__ = ["Example", "TrainConfig", "from_whowhen", "root_loss", "fit"]
 
 
 @dataclass(frozen=True)
@@ -73,10 +70,6 @@ def from_whowhen(logs: Sequence[WhoWhenLog]) -> list[Example]:
         for log in logs
         if log.labels is not None
     ]
-
-
-def from_synthetic(incidents: Sequence[SyntheticIncident]) -> list[Example]:
-    return [Example(i.trace, i.root_agents, i.root_steps) for i in incidents]
 
 
 def root_loss(logits: torch.Tensor, candidate: torch.Tensor, target: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
@@ -138,14 +131,3 @@ def fit(
             on_epoch(epoch, loss.item())
     return AttributionModel(gnn.eval(), error_types, embedder=embedder)
 
-
-def train_default(scenario: Scenario | None = None, n: int = 2000, seed: int = 0) -> AttributionModel:
-    """A text-free model trained on ``n`` incidents of ``scenario`` (default: the bundled one)
-    at propagation 0.9, half of them with a fifth of the records missing, shown the agents'
-    own failure rates (:func:`~rrsi.graph.features.own_failure_rates`) of those traces."""
-    scenario = scenario or bundled_scenario()
-    incidents = [*synthetic_incidents(scenario, n // 2, seed, 0.9), *synthetic_incidents(scenario, n - n // 2, seed + 1, 0.9, drop=0.2)]
-    return fit(
-        from_synthetic(incidents), GNNConfig(text=False), TrainConfig(epochs=200, weight_decay=1e-3),
-        history=own_failure_rates([i.trace for i in incidents]), error_types=scenario_error_types(scenario),
-    )

@@ -19,6 +19,7 @@ class AnalysisReport(_Model):
         reflections: joint reflections made, by backend (``rule``, ``lm``).
         retraining: the LM retrainer's status, when retraining is on.
         retrained: the adapter a finished retraining swapped in during this pass.
+        errors: incidents whose analysis failed in this pass (their traces are retried, then parked).
     """
 
     attribution_model: str
@@ -28,6 +29,7 @@ class AnalysisReport(_Model):
     reflections: dict[str, int] = Field(default_factory=dict)
     retraining: dict | None = None
     retrained: str | None = None
+    errors: list[str] = Field(default_factory=list)
 
     def agents_by_state(self) -> dict[str, list[str]]:
         """The agents of this pass's plans, grouped by the state each plan reached."""

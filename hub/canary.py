@@ -1,12 +1,22 @@
-"""Canary validation: a one-sided test that a candidate fails less than the incumbent on live traffic.
+r"""Canary validation: a sequential test that a candidate fails less than the incumbent on live traffic.
 
-The candidate serves a share of live tasks (by task-id hash); with failures fᶜ of
-nᶜ candidate steps and fⁱ of nⁱ incumbent steps, the two-proportion z statistic for
-H₁: pᶜ < pⁱ − margin is z = (p̂ⁱ − p̂ᶜ − margin) / √(p̄(1−p̄)(1/nᶜ + 1/nⁱ)), p = 1 − Φ(z).
+The candidate serves a share of live tasks (by task-id hash) while the incumbent serves the
+other hash buckets; both are counted over the same period, from the plan's canary start.
+With fᶜ failures in nᶜ candidate steps and fⁱ in nⁱ incumbent steps, the effect is
+θ = pⁱ − pᶜ (positive: the candidate fails less), estimated by θ̂ = f̂ⁱ/nⁱ − fᶜ/nᶜ with
+variance V = p̄(1 − p̄)(1/nᶜ + 1/nⁱ) (pooled p̄).
 
-A candidate is promoted when p < α with at least ``canary_min_sample`` candidate steps; it is
-rolled back when the test says it is worse, or when ``canary_max_sample`` steps did not
-show it better.
+The hub looks at every analysis pass, so a fixed-sample test would reject more often with
+every look. The mixture sequential probability ratio test (mSPRT; Johari, Pekelis & Walsh,
+"Always valid inference", 2017) stays valid however often it is looked at: with a normal
+mixture N(θ₀, τ²) over the effect,
+
+    Λ = √(V / (V + τ²)) · exp(τ² (θ̂ − θ₀)² / (2 V (V + τ²))),      p = min(1, 1/Λ),
+
+and P(p < α at any look | θ = θ₀) ≤ α. The candidate is promoted at the first look with
+p < α, θ̂ > θ₀ = ``canary_margin`` and at least ``canary_min_sample`` candidate steps; rolled
+back when the same test with θ₀ = 0 says it fails more, or at ``canary_max_sample`` steps
+without a verdict. τ = ``canary_mixing_sd`` is the effect size the test is most sensitive to.
 """
 from __future__ import annotations
 
@@ -16,35 +26,57 @@ from typing import Literal
 from rrsi.config import HubConfig
 from rrsi.schema import CanaryVerdict
 
-__all__ = ["Decision", "two_proportion_p", "canary_verdict"]
+__all__ = ["Decision", "always_valid_p", "two_proportion_p", "canary_verdict"]
 
 Decision = Literal["promote", "rollback", "wait"]
 
 
-def two_proportion_p(cand: tuple[int, int], inc: tuple[int, int], margin: float = 0.0) -> float:
-    """One-sided p-value of H₁: candidate failure rate < incumbent's − margin. Pairs are (steps, failures)."""
+def _effect(cand: tuple[int, int], inc: tuple[int, int]) -> tuple[float, float]:
+    """(θ̂, V): incumbent minus candidate failure rate, and its pooled variance. Pairs are (steps, failures)."""
     (nc, fc), (ni, fi) = cand, inc
-    if nc == 0 or ni == 0:
-        return 1.0
     pooled = (fc + fi) / (nc + ni)
-    se = math.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / nc + 1 / ni))
-    z = (fi / ni - fc / nc - margin) / se
-    return 0.5 * math.erfc(z / math.sqrt(2))
+    return fi / ni - fc / nc, max(pooled * (1 - pooled), 1e-12) * (1 / nc + 1 / ni)
+
+
+def two_proportion_p(cand: tuple[int, int], inc: tuple[int, int], margin: float = 0.0) -> float:
+    """Fixed-sample one-sided p-value of H₁: θ > margin, z = (θ̂ − margin)/√V (valid for one look only)."""
+    if cand[0] == 0 or inc[0] == 0:
+        return 1.0
+    theta, var = _effect(cand, inc)
+    return 0.5 * math.erfc((theta - margin) / math.sqrt(var) / math.sqrt(2))
+
+
+def always_valid_p(cand: tuple[int, int], inc: tuple[int, int], theta0: float = 0.0, tau: float = 0.1) -> float:
+    """The mSPRT p-value min(1, 1/Λ) of H₀: θ = θ₀ (see the module docstring); 1.0 without traffic."""
+    if cand[0] == 0 or inc[0] == 0:
+        return 1.0
+    theta, var = _effect(cand, inc)
+    t2 = tau * tau
+    log_lambda = 0.5 * math.log(var / (var + t2)) + t2 * (theta - theta0) ** 2 / (2 * var * (var + t2))
+    return 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
 
 
 def canary_verdict(cand: tuple[int, int], inc: tuple[int, int], config: HubConfig) -> tuple[Decision, CanaryVerdict]:
-    p_better = two_proportion_p(cand, inc, config.canary_margin)
-    p_worse = two_proportion_p(inc, cand, 0.0)
-    n = cand[0]
-    if n >= config.canary_min_sample and p_better < config.canary_alpha:
-        decision, reason = "promote", f"candidate better: p = {p_better:.3g} < {config.canary_alpha} on {n} steps"
-    elif n >= config.canary_min_sample and p_worse < config.canary_alpha:
-        decision, reason = "rollback", f"candidate worse: p = {p_worse:.3g} on {n} steps"
+    """Promote, roll back or wait on the traffic so far; safe to call at every pass."""
+    n, tau = cand[0], config.canary_mixing_sd
+    theta = _effect(cand, inc)[0] if n and inc[0] else 0.0
+    p_better = always_valid_p(cand, inc, config.canary_margin, tau) if theta > config.canary_margin else 1.0
+    p_worse = always_valid_p(cand, inc, 0.0, tau) if theta < 0 else 1.0
+    enough = n >= config.canary_min_sample
+    if enough and p_better < config.canary_alpha:
+        decision, reason = "promote", f"candidate better: always-valid p = {p_better:.3g} < {config.canary_alpha} on {n} steps"
+    elif enough and p_worse < config.canary_alpha:
+        decision, reason = "rollback", f"candidate worse: always-valid p = {p_worse:.3g} on {n} steps"
     elif n >= config.canary_max_sample:
         decision, reason = "rollback", f"no evidence of improvement after {n} steps (p = {p_better:.3g})"
     else:
         decision, reason = "wait", f"{n} candidate steps so far (p = {p_better:.3g})"
     verdict = CanaryVerdict(
-        share=config.canary_share, candidate=cand, incumbent=inc, p_value=p_better, promoted=decision == "promote", reason=reason
+        share=config.canary_share,
+        candidate=cand,
+        incumbent=inc,
+        p_value=p_better,
+        promoted=decision == "promote",
+        reason=reason,
     )
     return decision, verdict

@@ -22,9 +22,9 @@ from pydantic import BaseModel, Field
 
 from rrsi.agents.executor import Task
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
+from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.config import HubConfig
-from rrsi.graph.dependency import DependencyGraph
 from rrsi.scenario import Scenario
 
 from rrsi.hub.hub import HUB_NAME, NAMESPACE, get_or_create_hub
@@ -106,37 +106,23 @@ class PipelineRun:
             )
             for name in scenario.order()
         }
-        depth = DependencyGraph(scenario.specs()).depth()
-        self.levels = [[a for a in scenario.order() if depth[a] == d] for d in range(max(depth.values()) + 1)]
+        self.pipeline = Pipeline(scenario)
         self.result = ModeResult(mode=mode)
         self.attribution_model: str | None = None
         self.reflections: dict[str, int] = {}
         self.retrained = False
 
     def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
-        """Run one round of tasks level by level; returns trace → agent → outcome."""
-        n = self.scenario.tasks_per_round
-        traces: dict[str, dict[str, dict]] = {f"{self.mode}-r{rnd}-t{i}": {} for i in range(n)}
-        for level in self.levels:
-            refs = {}
-            for agent in level:
-                deps = self.scenario.agent(agent).depends_on
-                tasks = [
-                    Task(
-                        task_id=trace_id.split("-", 1)[1],
-                        trace_id=trace_id,
-                        payload={"round": rnd},
-                        inputs={d: out[d]["output"] for d in deps},
-                        parents=[out[d]["step_id"] for d in deps],
-                        step_id=agent,
-                    ).model_dump()
-                    for trace_id, out in traces.items()
-                ]
-                refs[agent] = self.harnesses[agent].run_batch.remote(tasks)
-            for agent, ref in refs.items():
-                for (trace_id, out), outcome in zip(traces.items(), ray.get(ref)):
-                    out[agent] = outcome
-        return traces
+        """Run one round of tasks level by level, every trace of a level in one batch per harness
+        actor; returns trace → agent → outcome."""
+        def run_level(tasks: dict[str, list[Task]]) -> dict[str, list[dict]]:
+            refs = {a: self.harnesses[a].run_batch.remote([t.model_dump() for t in ts]) for a, ts in tasks.items()}
+            return {a: ray.get(ref) for a, ref in refs.items()}
+
+        trace_ids = [f"{self.mode}-r{rnd}-t{i}" for i in range(self.scenario.tasks_per_round)]
+        return self.pipeline.run_traces(
+            trace_ids, run_level, task_id=lambda t: t.split("-", 1)[1], payload=lambda _: {"round": rnd}
+        )
 
     def _adapt(self) -> tuple[dict[str, list[str]], dict[str, str]]:
         """The mode's improvement step; returns agents by plan state reached and predicted root per trace."""

@@ -12,6 +12,7 @@ harness resumes from the store. One lock serialises actor calls and the loop's p
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from typing import Any
@@ -41,7 +42,8 @@ __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_
 
 HUB_NAME = "rrsi-hub"
 NAMESPACE = "rrsi"
-RECONCILE_EVERY_S = 60.0  # live harnesses are brought to the store's params on the first pass, then this often
+RECONCILE_EVERY_S = 60.0
+log = logging.getLogger(__name__)  # live harnesses are brought to the store's params on the first pass, then this often
 
 
 def locked(method):
@@ -137,11 +139,30 @@ class ReflectionHub:
         for t in traces:
             self.directory.graph.learn(t)
         for group in group_traces(traces, self.directory.graph, self.config.incident_window_s):
-            self.pipeline.run(group, report)
+            self._run_group(group, report)
         report.retraining, swapped = self.reflectors.retrain()
         report.retrained = None if swapped is None else str(swapped)
         self.metrics.analysed()
         return report
+
+    def _run_group(self, group: list[Trace], report: AnalysisReport) -> None:
+        """One incident through the pipeline; a failure is logged and its traces retried on later passes."""
+        ids = [t.trace_id for t in group]
+        try:
+            self.pipeline.run(group, report)
+        except Exception as exc:  # one bad incident must not stop the pass, nor lose its traces
+            reason = f"{type(exc).__name__}: {exc}"
+            parked = self.intake.retry(ids, reason)
+            log.exception("analysis of traces %s failed; %s", ids[:5], "parked" if parked else "retried next pass")
+            report.errors.append(f"traces {ids[:5]}{'…' if len(ids) > 5 else ''}: {reason}")
+            self.metrics.loop_error("incident")
+        else:
+            self.intake.done(ids)
+
+    @locked
+    def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
+        """Keep records a harness could not deliver, as ``(record JSON, reason)`` pairs."""
+        return self.intake.dead_letter(letters, agent)
 
     @locked
     def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> dict:
@@ -179,6 +200,9 @@ class ReflectionHub:
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.stop()
+
+    def __ray_shutdown__(self) -> None:
+        self.stop_loop()  # the loop's thread must not outlive the actor's Ray connection
 
     def stats(self) -> dict[str, Any]:
         retrainer = self.reflectors.retrainer

@@ -8,16 +8,19 @@ low-quality LM reflection held for review); each part becomes one jointly regula
 the held one is stored ``blocked``, the other goes to validation.
 
 Evidence per agent is spent when a reflection acts on the agent; otherwise it keeps
-gathering, the latest ``max_evidence`` records counted.
+gathering in a window of the latest ``max_evidence`` records (older ones are dropped, so an
+agent that only ever shows noise holds at most that many), each record counted once even
+when a pass that failed is retried. An incident is stored once its reflection is made, so
+a pass that fails before leaves its traces to be analysed again.
 """
 from __future__ import annotations
 
 import time
 
 from rrsi.config import HubConfig
-from rrsi.graph.attribution import load_default_model
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
+from rrsi.sim.attribution_data import default_attribution_model
 from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
 from rrsi.store import Store
 
@@ -44,7 +47,7 @@ class Attributor:
         if self.config.attribution == "most_upstream":
             return [most_upstream(t) for t in group]
         if self._model is None:
-            self._model = load_default_model(self.config.attribution_model)
+            self._model = default_attribution_model(self.config.attribution_model)
         return self._model.attribute(group, own_failure_rates(group))
 
 
@@ -74,13 +77,15 @@ class IncidentPipeline:
         self.store, self.config, self.directory = store, config, directory
         self.reflectors, self.gate, self.lifecycle, self.metrics = reflectors, gate, lifecycle, metrics
         self.attribute = Attributor(config)
-        self.evidence: dict[str, list[StepRecord]] = {}
+        self.evidence: dict[str, dict[str, StepRecord]] = {}  # agent → record id → root record, oldest first
 
     def run(self, group: list[Trace], report: AnalysisReport) -> None:
         """One incident from ``group``: stored, reflected on, and planned; what changed goes into ``report``."""
         incident, standing = self._incident(group, report)
         t1 = time.perf_counter()
         joint = self.reflectors.reflect(incident, standing, self.directory.specs)
+        self.store.put_incident(incident)
+        report.incidents.append(incident.incident_id)
         if joint is None:
             return
         self.metrics.reflection(joint.backend, time.perf_counter() - t1)
@@ -102,16 +107,22 @@ class IncidentPipeline:
         t0 = time.perf_counter()
         per_trace = self.attribute(group)
         incident = make_incident(group).model_copy(update={"attribution": combine(per_trace)})
-        self.store.put_incident(incident)
-        report.incidents.append(incident.incident_id)
         report.trace_roots.update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         self.metrics.incident(time.perf_counter() - t0)
         for step in (s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)):
-            self.evidence.setdefault(step.agent, []).append(step)
+            self._keep(step)
         busy = {u.agent for p in self.store.plans("canary") for u in p.updates}  # no new plan until it settles
         agents = [a for a in incident.failing_agents if a not in busy]
-        standing = [s for a in agents for s in self.evidence.get(a, [])[-self.config.max_evidence :]]
+        standing = [s for a in agents for s in self.evidence.get(a, {}).values()]
         return incident, standing
+
+    def _keep(self, step: StepRecord) -> None:
+        """Add a root record to its agent's evidence window (the latest ``max_evidence``, each record once)."""
+        window = self.evidence.setdefault(step.agent, {})
+        window.pop(step.record_id, None)
+        window[step.record_id] = step
+        while len(window) > self.config.max_evidence:
+            del window[next(iter(window))]
 
     def _plan(
         self,

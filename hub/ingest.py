@@ -3,7 +3,9 @@
 A batch is validated whole before anything is stored, so a bad record rejects its batch
 unchanged and the error names the record (``records[3].error_code: ...``). Failing traces
 wait in :attr:`Ingestor.pending` until an analysis pass takes them; a restarted hub finds
-them again as the store's failing traces that no incident covers yet.
+them again as the store's failing traces that no incident covers yet. Traces whose analysis
+failed go back to the queue; after ``MAX_ATTEMPTS`` failed passes they are parked in the
+store with the reason, and never analysed again.
 """
 from __future__ import annotations
 
@@ -19,7 +21,9 @@ from rrsi.store import Store
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.metrics import HubMetrics
 
-__all__ = ["Ingestor"]
+__all__ = ["Ingestor", "MAX_ATTEMPTS"]
+
+MAX_ATTEMPTS = 3
 
 _RECORDS = TypeAdapter(list[StepRecord])
 
@@ -52,8 +56,9 @@ class Ingestor:
 
     def __init__(self, store: Store, directory: AgentDirectory, metrics: HubMetrics) -> None:
         self.store, self.directory, self.metrics = store, directory, metrics
-        covered = {t for inc in store.incidents() for t in inc.trace_ids}
+        covered = {t for inc in store.incidents() for t in inc.trace_ids} | store.parked_trace_ids()
         self.pending: set[str] = store.failing_trace_ids() - covered
+        self.attempts: dict[str, int] = {}
 
     def ingest(self, records: list[StepRecord | dict]) -> int:
         """Validate every record, then store them all; a bad record rejects the batch unchanged."""
@@ -92,6 +97,33 @@ class Ingestor:
         self.pending.update(r.trace_id for r in records if r.failed)
         self.metrics.ingested(records, self.directory.error_types())
         return new
+
+    def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
+        """Keep records a sender could not deliver, as ``(body, reason)`` pairs; returns how many were kept."""
+        if not isinstance(letters, list) or not all(
+            isinstance(x, (list, tuple)) and len(x) == 2 and all(isinstance(v, str) for v in x) for x in letters
+        ):
+            raise SchemaError("letters: expected a list of (record JSON, reason) pairs of strings")
+        kept = self.store.put_dead_letters((agent, reason, body) for body, reason in letters)
+        self.metrics.dead_lettered(kept)
+        return kept
+
+    def retry(self, trace_ids: list[str], reason: str) -> bool:
+        """Queue traces whose analysis failed for the next pass, or park them after ``MAX_ATTEMPTS``; whether parked."""
+        tries = max(self.attempts.get(t, 0) for t in trace_ids) + 1
+        if tries >= MAX_ATTEMPTS:
+            self.store.park_traces(trace_ids, f"analysis failed {tries} times; last: {reason}")
+            for t in trace_ids:
+                self.attempts.pop(t, None)
+            return True
+        self.attempts.update({t: tries for t in trace_ids})
+        self.pending.update(trace_ids)
+        return False
+
+    def done(self, trace_ids: list[str]) -> None:
+        """Forget the failed attempts of traces whose analysis went through."""
+        for t in trace_ids:
+            self.attempts.pop(t, None)
 
     def take_pending(self) -> list[str]:
         """The failing traces waiting for analysis, oldest id first; the queue is emptied."""

@@ -35,6 +35,11 @@ def _pooled(outcomes) -> tuple[int, int]:
     return steps, failures
 
 
+def _canary_start(plan: UpdatePlan) -> float:
+    """When the plan entered its (latest) canary state."""
+    return max((ts for state, ts in plan.history if state == "canary"), default=plan.created_at)
+
+
 def _theta(plan: UpdatePlan, gate: GateDecision) -> float:
     return next(u.theta_new[gate.param] for u in plan.updates if u.agent == gate.agent)
 
@@ -85,8 +90,9 @@ class PlanLifecycle:
         """Decide every plan in canary on its traffic so far; returns the plans that settled."""
         settled = []
         for plan in self.store.plans("canary"):
-            cand = _pooled(self.store.outcomes(u.agent, u.version_new) for u in plan.updates)
-            inc = _pooled(self.store.outcomes(u.agent, u.version_old) for u in plan.updates)
+            since = _canary_start(plan)  # the incumbent's traffic served beside the candidate's, not all of its past
+            cand = _pooled(self.store.outcomes(u.agent, u.version_new, since) for u in plan.updates)
+            inc = _pooled(self.store.outcomes(u.agent, u.version_old, since) for u in plan.updates)
             decision, verdict = canary_verdict(cand, inc, self.config)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":

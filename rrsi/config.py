@@ -25,11 +25,19 @@ def default_store_path() -> Path:
 
 
 class HarnessConfig(_Model):
-    """How a harness ships records to the hub, and how many recent tasks it keeps for shadow replay."""
+    """How a harness ships records to the hub, and how many recent tasks it keeps for shadow replay.
+
+    A batch that cannot be delivered is retried after a random wait of up to ``backoff_initial_s``,
+    doubling to at most ``backoff_max_s``; after ``give_up_after_s`` it is kept as dead letters
+    (:mod:`rrsi.agents.shipping`).
+    """
 
     batch_size: int = Field(default=512, ge=1, le=100_000)
     flush_interval_s: float = Field(default=0.05, gt=0.0, le=60.0)
     max_pending: int = Field(default=100_000, ge=1)
+    backoff_initial_s: float = Field(default=0.05, gt=0.0, le=60.0)
+    backoff_max_s: float = Field(default=2.0, gt=0.0, le=600.0)
+    give_up_after_s: float = Field(default=300.0, gt=0.0)
     replay_buffer: int = Field(default=1000, ge=0)
 
 

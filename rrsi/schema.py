@@ -293,7 +293,6 @@ IMPERATIVE_VERBS = frozenset(
 # A conditional clause, which a correction may not contain: the Reflection validator refuses
 # it and the constrained decoder steers around it.
 CONDITIONAL = re.compile(r"\b(if|when|whenever|unless|in case|provided that|as long as|only if)\b", re.IGNORECASE)
-_CONDITIONAL = CONDITIONAL  # the name tests/test_fuzz_ingest.py imports
 
 
 class ReflectionContext(_Model):

@@ -2,7 +2,13 @@
 
 Writes commit before they return, so a record acknowledged is a record stored. Step
 records are keyed by ``trace_id/step_id``: ingesting the same record twice stores it once
-(at-least-once delivery becomes exactly-once storage).
+(at-least-once delivery becomes exactly-once storage). Records the hub refused are kept in
+``dead_letters`` with the reason; traces the analysis gave up on are kept in
+``parked_traces`` with theirs.
+
+The file carries its schema version in ``PRAGMA user_version``; opening a file of an older
+version applies the missing migrations (each in one transaction), and a file of a newer
+version is refused.
 """
 from __future__ import annotations
 
@@ -16,9 +22,9 @@ from pathlib import Path
 from rrsi.errors import StoreError
 from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, UpdatePlan
 
-__all__ = ["Store", "ParamVersion", "SAMPLE_STATES"]
+__all__ = ["Store", "ParamVersion", "SAMPLE_STATES", "SCHEMA_VERSION"]
 
-_SCHEMA = """
+_SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS records (
     record_id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, agent TEXT NOT NULL,
     error_code TEXT, params_version INTEGER NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
@@ -39,10 +45,20 @@ CREATE TABLE IF NOT EXISTS param_versions (
 CREATE TABLE IF NOT EXISTS samples (
     incident_id TEXT PRIMARY KEY, state TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
 """
+_SCHEMA_V2 = """
+CREATE TABLE IF NOT EXISTS dead_letters (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT, reason TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS parked_traces (trace_id TEXT PRIMARY KEY, reason TEXT NOT NULL, ts REAL NOT NULL);
+"""
+_MIGRATIONS = (_SCHEMA_V1, _SCHEMA_V2)  # migration i brings a file from version i to i + 1
+SCHEMA_VERSION = len(_MIGRATIONS)
 
 ParamVersion = tuple[int, dict[str, float], str, str | None]
 SAMPLE_STATES = ("pending", "ready", "used", "dropped")  # a retraining sample's life (rrsi.hub.lm.retraining)
-_TABLES = frozenset({"records", "agents", "incidents", "reflections", "plans", "approvals", "param_versions", "samples"})
+_TABLES = frozenset({
+    "records", "agents", "incidents", "reflections", "plans", "approvals", "param_versions", "samples",
+    "dead_letters", "parked_traces",
+})
 
 
 class Store:
@@ -56,10 +72,26 @@ class Store:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"store {self.path}: cannot open ({exc})") from None
         self._lock = threading.Lock()
+
+    @property
+    def version(self) -> int:
+        """The schema version of the file (``PRAGMA user_version``)."""
+        return self._db.execute("PRAGMA user_version").fetchone()[0]
+
+    def _migrate(self) -> None:
+        """Apply the migrations the file lacks, each with its version bump in one transaction."""
+        found = self.version
+        if found > SCHEMA_VERSION:
+            raise StoreError(
+                f"store {self.path}: schema version {found} is newer than this release's {SCHEMA_VERSION}; "
+                "upgrade rrsi-hub to open it"
+            )
+        for version in range(found, SCHEMA_VERSION):
+            self._db.executescript(f"BEGIN IMMEDIATE; {_MIGRATIONS[version]} PRAGMA user_version = {version + 1}; COMMIT;")
 
     def _write(self, sql: str, rows: Iterable[tuple]) -> int:
         return self._transaction([(sql, rows)])
@@ -100,11 +132,10 @@ class Store:
         ]
         return self._write("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?)", rows)
 
-    def outcomes(self, agent: str, version: int) -> tuple[int, int]:
-        """(steps, failed steps) of one agent's records at one params version."""
-        rows = self._read(
-            "SELECT COUNT(*), SUM(error_code IS NOT NULL) FROM records WHERE agent = ? AND params_version = ?", (agent, version)
-        )
+    def outcomes(self, agent: str, version: int, since: float | None = None) -> tuple[int, int]:
+        """(steps, failed steps) of one agent's records at one params version (from ``since``, epoch seconds)."""
+        sql = "SELECT COUNT(*), SUM(error_code IS NOT NULL) FROM records WHERE agent = ? AND params_version = ?"
+        rows = self._read(sql, (agent, version)) if since is None else self._read(sql + " AND ts >= ?", (agent, version, since))
         return rows[0][0], rows[0][1] or 0
 
     def count(self, table: str) -> int:
@@ -226,6 +257,25 @@ class Store:
 
     def set_sample_state(self, incident_ids: Iterable[str], state: str) -> None:
         self._write("UPDATE samples SET state = ? WHERE incident_id = ?", [(state, i) for i in incident_ids])
+
+    def put_dead_letters(self, letters: Iterable[tuple[str | None, str, str]]) -> int:
+        """Keep refused records as ``(agent, reason, body)``; returns how many were kept."""
+        now = time.time()
+        rows = [(agent, reason, now, body) for agent, reason, body in letters]
+        return self._write("INSERT INTO dead_letters (agent, reason, ts, body) VALUES (?,?,?,?)", rows)
+
+    def dead_letters(self, limit: int = 100) -> list[dict]:
+        """The latest refused records, newest first: agent, reason, time and the body as received."""
+        rows = self._read("SELECT agent, reason, ts, body FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))
+        return [{"agent": a, "reason": r, "ts": ts, "body": b} for a, r, ts, b in rows]
+
+    def park_traces(self, trace_ids: Iterable[str], reason: str) -> None:
+        """Set traces aside that analysis gave up on, with the reason; they are not analysed again."""
+        now = time.time()
+        self._write("INSERT OR REPLACE INTO parked_traces VALUES (?,?,?)", [(t, reason, now) for t in trace_ids])
+
+    def parked_trace_ids(self) -> set[str]:
+        return {t for (t,) in self._read("SELECT trace_id FROM parked_traces")}
 
     def close(self) -> None:
         with self._lock:

@@ -26,7 +26,7 @@ from rrsi.scenario import Scenario, ScenarioAgent
 
 from rrsi.agents.executor import ExecutionResult, Task
 
-__all__ = ["contributions", "failure_probability", "SimulatedExecutor"]
+__all__ = ["contributions", "SimulatedExecutor"]
 
 
 def contributions(agent: ScenarioAgent, params: dict[str, float]) -> dict[str, float]:
@@ -35,11 +35,6 @@ def contributions(agent: ScenarioAgent, params: dict[str, float]) -> dict[str, f
         p.name: p.sensitivity * ((params[p.name] - p.optimum) / (p.high - p.low)) ** 2
         for p in agent.params
     }
-
-
-def failure_probability(agent: ScenarioAgent, params: dict[str, float]) -> float:
-    """pᵢ = min(0.95, base_error + Σₖ cₖ)."""
-    return min(0.95, agent.base_error + sum(contributions(agent, params).values()))
 
 
 def _stable_hash(*parts: object) -> int:

@@ -1,10 +1,10 @@
 """Labelled synthetic incidents from the scenario simulator.
 
-Each incident is one trace of the scenario's pipeline: every agent runs once in topological
-order inside an :class:`~rrsi.agents.harness.AgentHarness` (no hub: its shipper is a
-collector), with ``Task.inputs``/``parents`` wired from the agents it depends on, exactly
-as the demo does. Ground truth roots are the failing agents whose simulator truth is not
-``propagated``; only traces with at least one failure are kept.
+Each incident is one trace of the scenario's :class:`~rrsi.sim.pipeline.Pipeline`: every
+agent runs once inside an :class:`~rrsi.agents.harness.AgentHarness` (no hub: its record
+sink is a list), with ``Task.inputs``/``parents`` wired by the same walk the demo uses.
+Ground truth roots are the failing agents whose simulator truth is not ``propagated``; only
+traces with at least one failure are kept.
 
 ``drop`` makes traces lossy the way a hub sees them when records arrive late or are lost:
 each record is independently missing with that probability, links to missing parents are
@@ -23,8 +23,8 @@ from rrsi.errors import SchemaError
 from rrsi.scenario import Scenario
 from rrsi.schema import StepRecord, Trace
 
-from rrsi.agents.executor import Task
 from rrsi.agents.harness import AgentHarness
+from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
 
 __all__ = ["SyntheticIncident", "synthetic_incidents", "scenario_error_types"]
@@ -39,42 +39,32 @@ class SyntheticIncident:
     root_steps: frozenset[str]
 
 
-class _Collector:
-    """Stands in for the harness's shipper: keeps the records it is handed."""
-
-    def __init__(self) -> None:
-        self.records: list[str] = []
-
-    def put(self, record_json: str) -> None:
-        self.records.append(record_json)
-
-
 def scenario_error_types(scenario: Scenario) -> dict[str, str]:
     """Error code → error type, as the scenario's params declare them."""
     return {p.error_code: p.error_type for a in scenario.agents for p in a.params}
 
 
-def _harnesses(scenario: Scenario, seed: int) -> dict[str, tuple[AgentHarness, _Collector]]:
+def _harnesses(scenario: Scenario, seed: int) -> tuple[dict[str, AgentHarness], dict[str, list[str]]]:
+    """One harness per agent, and the list each one's record sink appends its records' JSON to."""
     registry = ErrorCodeRegistry()
-    out = {}
-    for name in scenario.order():
-        harness = AgentHarness(scenario.agent(name).spec(), SimulatedExecutor(scenario, name, seed), registry)
-        harness.shipper = _Collector()
-        out[name] = (harness, harness.shipper)
-    return out
-
-
-def _run_trace(scenario: Scenario, harnesses: dict, trace_id: str) -> tuple[list[StepRecord], set[str]]:
-    outcomes: dict[str, dict] = {}
-    for name in scenario.order():
-        deps = scenario.agent(name).depends_on
-        harness, collector = harnesses[name]
-        task = Task.model_construct(
-            task_id=trace_id, trace_id=trace_id, payload={"trace": trace_id},
-            inputs={d: outcomes[d]["output"] for d in deps}, parents=[outcomes[d]["step_id"] for d in deps], step_id=name,
+    sinks: dict[str, list[str]] = {name: [] for name in scenario.order()}
+    harnesses = {
+        name: AgentHarness(
+            scenario.agent(name).spec(), SimulatedExecutor(scenario, name, seed), registry, sink=sink.append
         )
-        outcomes[name] = harness.run(task)
-    records = [StepRecord.model_validate_json(c.records.pop()) for _, c in harnesses.values()]
+        for name, sink in sinks.items()
+    }
+    return harnesses, sinks
+
+
+def _run_trace(
+    pipeline: Pipeline, harnesses: dict[str, AgentHarness], sinks: dict[str, list[str]], trace_id: str
+) -> tuple[list[StepRecord], set[str]]:
+    """One trace through the harnesses: its records, in topological order, and its true root agents."""
+    outcomes = pipeline.run_trace(
+        trace_id, lambda agent, task: harnesses[agent].run(task), payload=lambda t: {"trace": t}
+    )
+    records = [StepRecord.model_validate_json(sinks[a].pop()) for a in pipeline.order]
     roots = {a for a, o in outcomes.items() if o["error_code"] and (o["truth"] or {}).get("cause") != "propagated"}
     return records, roots
 
@@ -98,13 +88,14 @@ def synthetic_incidents(
         raise SchemaError(f"drop: a probability in [0, 1) (got {drop})")
     if propagation is not None:
         scenario = scenario.model_copy(update={"propagation": propagation})
-    harnesses = _harnesses(scenario, seed)
+    pipeline = Pipeline(scenario)
+    harnesses, sinks = _harnesses(scenario, seed)
     rng = np.random.default_rng(seed)
     made = 0
     for i in range(1000 * n):
         if made >= n:
             return
-        records, roots = _run_trace(scenario, harnesses, f"{scenario.name}-s{seed}-t{i}")
+        records, roots = _run_trace(pipeline, harnesses, sinks, f"{scenario.name}-s{seed}-t{i}")
         if drop:
             records = [r for r in records if rng.random() >= drop]
         present = {r.agent for r in records}

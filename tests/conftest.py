@@ -4,7 +4,10 @@ import atexit
 import json
 import os
 import shutil
+import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -35,6 +38,30 @@ def ray_module():
     ray.init(num_cpus=2, include_dashboard=False, namespace="rrsi", log_to_driver=False)
     yield ray
     ray.shutdown()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _module_stops_what_it_started():
+    """Each module stops the ``rrsi-*`` threads it started and shuts down any Ray it started (this
+    runs after the module's other fixtures are torn down): a thread of ours still calling into Ray
+    or torch, or Ray left up, while the interpreter exits can crash it with SIGSEGV."""
+    before = {t.ident for t in threading.enumerate()}
+    yield
+
+    def ours() -> list[str]:
+        return [t.name for t in threading.enumerate() if t.name.startswith("rrsi-") and t.ident not in before]
+
+    deadline = time.monotonic() + 5  # a stop that was asked for may still be finishing its pass
+    while ours() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left, ray = ours(), sys.modules.get("ray")
+    ray_up = ray is not None and ray.is_initialized()
+    if ray_up:
+        ray.shutdown()  # so the next modules can start their own
+    if left or ray_up:
+        also = " and Ray initialized" if ray_up else ""
+        pytest.fail(f"this module left threads {left} running{also}: stop or close them (and ray.shutdown())")
+
 
 WHOWHEN = Path(__file__).resolve().parents[2] / "shared" / "whowhen" / "Algorithm-Generated"
 PARALLEL = Path(__file__).parent / "graph" / "parallel-branches.yaml"

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from rrsi.errors import UserError
 from rrsi.hub.hub import ReflectionHub
 from rrsi.scenario import parse_scenario
-from rrsi.schema import _CONDITIONAL, IMPERATIVE_VERBS, Reflection, ReflectionContext, StepRecord, Summary, Trace, validate
+from rrsi.schema import CONDITIONAL, IMPERATIVE_VERBS, Reflection, ReflectionContext, StepRecord, Summary, Trace, validate
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAN, INF = math.nan, math.inf
@@ -322,7 +322,7 @@ def reflection_dicts(draw) -> dict:
         "agent": agent,
         "error_type": draw(st.sampled_from(["factuality", "logic", "format", "tool_usage", "safety"])),
         "root_cause": f"the {TERMS[agent]} {draw(words)}"[:128],
-        "correction": correction if not _CONDITIONAL.search(correction) else "raise the threshold",
+        "correction": correction if not CONDITIONAL.search(correction) else "raise the threshold",
         "confidence": draw(st.floats(0, 1)),
         "actions": [action],
     }

@@ -26,11 +26,14 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from rrsi.agents.executor import Task
+from rrsi.agents.executor import ExecutionResult, Task
+from rrsi.sim.pipeline import Pipeline, RunStep
 from rrsi.sim.simulated import SimulatedExecutor
+from rrsi.config import MIN_EVIDENCE
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
@@ -86,29 +89,33 @@ def _draw_params(scenario: Scenario, rng: np.random.Generator) -> dict[str, dict
     return values
 
 
-def _run_trace(scenario: Scenario, order: list[str], executors: dict, values: dict, trace_id: str) -> tuple[Trace, dict[str, dict]] | None:
-    """The trace of one task through the pipeline and each agent's truth; None when no step failed
-    (records are only built for failing traces, most of the simulation's cost otherwise)."""
-    outputs, runs, truths = {}, [], {}
-    for name in order:
-        agent = scenario.agent(name)
-        task = Task(task_id=trace_id, trace_id=trace_id, inputs={d: outputs[d] for d in agent.depends_on}, parents=list(agent.depends_on))
-        res = executors[name](task, values[name])
-        outputs[name] = res.output
-        truths[name] = res.truth
-        runs.append((agent, task, res))
-    if all(res.error_code is None for _, _, res in runs):
+class _Step(NamedTuple):
+    """One task and what its executor returned."""
+
+    task: Task
+    result: ExecutionResult
+
+
+def _call_executors(executors: dict[str, SimulatedExecutor], values: dict[str, dict[str, float]]) -> RunStep:
+    """A pipeline step run by calling the agent's executor directly with its drawn param values."""
+    return lambda agent, task: _Step(task, executors[agent](task, values[agent]))
+
+
+def _failing_trace(steps: dict[str, _Step]) -> Trace | None:
+    """The trace of one task through the pipeline; None when no step failed (records are only
+    built for failing traces, most of the simulation's cost otherwise)."""
+    if all(s.result.error_code is None for s in steps.values()):
         return None
-    steps = [
+    records = [
         StepRecord(
-            trace_id=trace_id, step_id=agent.name, agent=agent.name, task_id=trace_id, parents=list(agent.depends_on),
+            trace_id=task.trace_id, step_id=task.step_id, agent=agent, task_id=task.task_id, parents=task.parents,
             input=Summary.of(task.inputs), output=Summary.of(res.output), tool_calls=res.tool_calls, tools=res.tools,
             intermediate_steps=res.intermediate_steps, scratchpad=res.scratchpad, execution_time=0.001,
             error_code=res.error_code, timestamp=float(i),
         )
-        for i, (agent, task, res) in enumerate(runs)
+        for i, (agent, (task, res)) in enumerate(steps.items())
     ]
-    return Trace.from_steps(steps), truths
+    return Trace.from_steps(records)
 
 
 def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool = False) -> dict:
@@ -149,7 +156,7 @@ def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truth
     return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
 
 
-def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = 5) -> list[Example]:
+def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = MIN_EVIDENCE) -> list[Example]:
     """``n`` labelled incidents simulated from ``scenario``.
 
     Args:
@@ -164,7 +171,7 @@ def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 8
     """
     rng = np.random.default_rng(seed)
     specs = {s.name: s for s in scenario.specs()}
-    order = scenario.order()
+    pipeline = Pipeline(scenario)
     shown = PromptConfig().max_records
     out: list[Example] = []
     while len(out) < n:
@@ -172,16 +179,16 @@ def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 8
         values = _draw_params(scenario, rng)
         executors = {a.name: SimulatedExecutor(scenario, a.name, run_seed=seed * 1_000_003 + k) for a in scenario.agents}
         roots, truths, attributions = [], {}, []
-        for t in range(int(np.exp(rng.uniform(np.log(15), np.log(max_tasks + 1))))):
-            run = _run_trace(scenario, order, executors, values, f"s{seed}-i{k}-t{t}")
-            if run is None:
-                continue
-            trace, truth = run
-            if trace.outcome == "failure":
+        n_tasks = int(np.exp(rng.uniform(np.log(15), np.log(max_tasks + 1))))
+        run_step = _call_executors(executors, values)
+        for t in range(n_tasks):
+            steps = pipeline.run_trace(f"s{seed}-i{k}-t{t}", run_step, output_of=lambda step: step.result.output)
+            trace = _failing_trace(steps)
+            if trace is not None and trace.outcome == "failure":
                 attributions.append(most_upstream(trace))
                 for step in root_steps(trace):
                     roots.append(step)
-                    truths.setdefault(step.agent, []).append(truth[step.agent])
+                    truths.setdefault(step.agent, []).append(steps[step.agent].result.truth)
         if not roots:
             continue
         by_agent = {a: [r for r in roots if r.agent == a][-shown:] for a in sorted(truths)}

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.devices import resolve_device
 from rrsi.errors import SchemaError
 from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
 
@@ -121,7 +122,7 @@ class LMReflector:
         if precision not in ("auto", "fp32", "bf16"):
             raise SchemaError(f"precision: expected 'auto', 'fp32' or 'bf16' (got {precision!r})")
         self.registry = registry
-        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
+        self.device = resolve_device(device)
         self.tokenizer = tokenizer or load_tokenizer(base)
         self.model = model if model is not None else load_adapted(adapter, base, self.device, precision=precision)
         self.decoder = ConstrainedDecoder(self.model, self.tokenizer)

@@ -26,6 +26,7 @@ from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.devices import resolve_device
 from rrsi.errors import SchemaError
 from rrsi.schema import _Model, validate
 
@@ -110,9 +111,7 @@ class TrainConfig(_Model):
         return self.precision == "bf16" or (self.precision == "auto" and bf16_fast(device))
 
     def resolved_device(self) -> str:
-        if self.device == "auto":
-            return "cuda" if torch.cuda.is_available() else "cpu"
-        return self.device
+        return resolve_device(self.device)
 
 
 CHOICE_GROUPS = ("error_type", "decision")

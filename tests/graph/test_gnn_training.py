@@ -4,10 +4,8 @@ import pytest
 import torch
 
 from rrsi.errors import SchemaError
-from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
-from rrsi.graph.gnn_training import Example, TrainConfig, fit, from_synthetic, from_whowhen, root_loss
+from rrsi.graph.gnn_training import Example, TrainConfig, fit, from_whowhen, root_loss
 from rrsi.traces.whowhen import load_whowhen
 
 
@@ -48,13 +46,3 @@ def test_learns_a_positional_rule(write_json, make_log):
     assert all(a.decisive_step == "step-1" for a in attributions)
     assert all(a.root_agent == e.trace.steps[1].agent for a, e in zip(attributions, examples[30:]))
 
-
-@pytest.mark.slow
-def test_synthetic_training_reaches_90_percent_at_high_propagation(parallel_scenario):
-    train = list(synthetic_incidents(parallel_scenario, 600, seed=0, propagation=0.9))
-    test = list(synthetic_incidents(parallel_scenario, 300, seed=1, propagation=0.9))
-    history = own_failure_rates([i.trace for i in train])
-    model = fit(from_synthetic(train), train_config=TrainConfig(epochs=150, weight_decay=1e-3), history=history,
-                error_types=scenario_error_types(parallel_scenario))
-    hits = [a.root_agent in i.root_agents for a, i in zip(model.attribute([i.trace for i in test], history), test)]
-    assert sum(hits) / len(hits) >= 0.9

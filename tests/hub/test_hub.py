@@ -89,9 +89,9 @@ def test_canary_validation_holds_the_plan_until_evidence(tmp_path):
     assert plan["state"] == "canary" and hub.current_params("up")[0] == 0
     assert hub.store.param_versions("up")[-1][2] == "canary"
     new = plan["updates"][0]["version_new"]
-    ok = [step(trace=f"c{i}", step_id="up", agent="up", params_version=new, ts=200 + i) for i in range(25)]
+    ok = [step(trace=f"c{i}", step_id="up", agent="up", params_version=new, ts=time.time() + i) for i in range(25)]
     old = [step(trace=f"o{i}", step_id="up", agent="up", params_version=0, error_code="UP_FAIL_001",
-                scratchpad="strict=0.2 looked too low on the date format", ts=200 + i) for i in range(25)]
+                scratchpad="strict=0.2 looked too low on the date format", ts=time.time() + i) for i in range(25)]
     hub.ingest(ok + old)
     settled = [p for p in hub.analyze().model_dump()["plans"] if p["plan_id"] == plan["plan_id"]]
     assert settled[0]["state"] == "promoted" and tuple(settled[0]["canary"]["candidate"]) == (25, 0)

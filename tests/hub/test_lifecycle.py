@@ -62,7 +62,7 @@ def test_manual_approval_unblocks_the_plan(ray_module, tmp_path):
 def test_canary_promotes_through_live_traffic(ray_module, tmp_path):
     cfg = HubConfig(validation="canary", canary_share=0.3, canary_min_sample=60)
     run = PipelineRun(bundled_scenario("diamond"), "hub", str(tmp_path / "c.sqlite"), config=cfg)
-    results = rounds(run, 6)
+    results = rounds(run, 10)  # the sequential test needs ~900 candidate steps here (9 rounds)
     run.finish()
     from rrsi.store import Store
 
