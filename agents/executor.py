@@ -1,4 +1,5 @@
 """The Executor protocol: what a harness calls to do one unit of work."""
+
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -66,7 +67,9 @@ class FunctionExecutor:
             code = getattr(exc, "error_code", None)
             if code is None:
                 raise
-            return ExecutionResult(output=None, error_code=code, scratchpad=f"{self.name} raised {type(exc).__name__}: {exc}"[:1024])
+            return ExecutionResult(
+                output=None, error_code=code, scratchpad=f"{self.name} raised {type(exc).__name__}: {exc}"[:1024]
+            )
         if isinstance(out, ExecutionResult):
             return out
         return ExecutionResult(output=out, scratchpad=f"{self.name} returned {type(out).__name__}")

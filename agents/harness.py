@@ -7,6 +7,7 @@ live in a versioned :class:`ParamStore`; the hub installs new versions and rollb
 ``independent`` mode the harness also reflects on its own failures and updates itself, as
 the seed did.
 """
+
 from __future__ import annotations
 
 import logging
@@ -18,17 +19,16 @@ from typing import Any
 
 import ray
 
-from rrsi.config import HarnessConfig, HubConfig, default_home
-from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.errors import RRSIError, SchemaError
-from rrsi.schema import AgentSpec, StepRecord, Summary, validate
-
 from rrsi.agents.executor import ExecutionResult, Task, as_executor
 from rrsi.agents.params import ParamStore
 from rrsi.agents.records import make_record
 from rrsi.agents.self_reflection import reflect_on_agent
-from rrsi.agents.shipping import RecordShipper
 from rrsi.agents.self_update import changed, l2_update
+from rrsi.agents.shipping import RecordShipper
+from rrsi.config import HarnessConfig, HubConfig, default_home
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.errors import RRSIError, SchemaError
+from rrsi.schema import AgentSpec, StepRecord, Summary, validate
 
 __all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
 
@@ -112,7 +112,9 @@ class AgentHarness:
 
     def _check_result(self, result: ExecutionResult) -> None:
         if not isinstance(result, ExecutionResult):
-            raise SchemaError(f"executor of {self.spec.name!r} returned {type(result).__name__}, expected ExecutionResult")
+            raise SchemaError(
+                f"executor of {self.spec.name!r} returned {type(result).__name__}, expected ExecutionResult"
+            )
         if result.error_code is not None:
             self.registry.get(result.error_code)
         if not result.scratchpad.strip():

@@ -1,4 +1,5 @@
 """An agent's parameter store: validated values, numbered versions, rollback."""
+
 from __future__ import annotations
 
 from rrsi.errors import SchemaError, UnknownParam
@@ -41,7 +42,9 @@ class ParamStore:
         declared = {p.name for p in self.spec.params}
         unknown = sorted(set(values) - declared)
         if unknown:
-            raise UnknownParam(f"params: agent {self.spec.name!r} has no params {unknown}; declared: {sorted(declared)}")
+            raise UnknownParam(
+                f"params: agent {self.spec.name!r} has no params {unknown}; declared: {sorted(declared)}"
+            )
         merged = self.values
         for name, value in values.items():
             merged[name] = self.spec.param(name).check(value)
@@ -61,7 +64,9 @@ class ParamStore:
     def rollback(self, version: int) -> None:
         """Return to an earlier version this store holds."""
         if version not in self._versions:
-            raise SchemaError(f"version: agent {self.spec.name!r} holds versions {sorted(self._versions)}, not {version}")
+            raise SchemaError(
+                f"version: agent {self.spec.name!r} holds versions {sorted(self._versions)}, not {version}"
+            )
         self.version = version
 
     def drift(self) -> float:

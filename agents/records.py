@@ -9,6 +9,7 @@ steps keep the first and the last ones around a marker step — and then validat
 record that is still wrong raises :class:`~rrsi.errors.SchemaError` to the executor's
 caller instead of being refused by the hub later.
 """
+
 from __future__ import annotations
 
 from rrsi.schema import StepRecord, validate

@@ -8,6 +8,7 @@ n ≥ ``min_evidence``. Noise failures point both ways and cancel out, so an age
 optimum is left alone. Confidence is the
 posterior mean of the agreeing share, (k + 1) / (n + 2).
 """
+
 from __future__ import annotations
 
 from collections import Counter

@@ -9,11 +9,11 @@ clipped to [0, 1]; params no action targets keep z_old. An action that cannot mo
 param (already at the bound it pushes against) changes nothing. This is the separable special
 case of the hub's joint solve (:mod:`rrsi.hub.joint_update`), kept as the per-agent baseline.
 """
+
 from __future__ import annotations
 
-from rrsi.schema import AgentSpec, Reflection
-
 from rrsi.agents.params import action_target
+from rrsi.schema import AgentSpec, Reflection
 
 __all__ = ["l2_update", "changed"]
 
@@ -23,7 +23,9 @@ def changed(spec: AgentSpec, old: dict[str, float], new: dict[str, float], tol: 
     return any(abs(p.normalize(new[p.name]) - p.normalize(old[p.name])) > tol for p in spec.params)
 
 
-def l2_update(spec: AgentSpec, current: dict[str, float], reflection: Reflection, lam: float, step: float) -> dict[str, float]:
+def l2_update(
+    spec: AgentSpec, current: dict[str, float], reflection: Reflection, lam: float, step: float
+) -> dict[str, float]:
     """θ_new for one agent from its reflection; untouched params keep their values."""
     new = dict(current)
     c = reflection.confidence

@@ -16,6 +16,7 @@ must return only once the receiver has stored it. Nothing handed to the shipper 
 :meth:`flush` waits, at most ``timeout`` seconds, until everything enqueued so far is either
 stored or kept as a dead letter.
 """
+
 from __future__ import annotations
 
 import json
@@ -71,7 +72,9 @@ class RecordShipper:
     def put(self, record_json: str) -> None:
         with self._cond:
             if len(self._queue) >= self.config.max_pending:
-                raise RuntimeFailure(f"shipper: {len(self._queue)} records pending (max_pending); the hub is not keeping up")
+                raise RuntimeFailure(
+                    f"shipper: {len(self._queue)} records pending (max_pending); the hub is not keeping up"
+                )
             self._queue.append(record_json)
             self._enqueued += 1
             if len(self._queue) >= self.config.batch_size:
@@ -169,7 +172,8 @@ class RecordShipper:
                 left = deadline - time.monotonic()
                 if left <= 0:
                     raise RuntimeFailure(
-                        f"shipper: {target - self._done} records not acknowledged after {timeout}s (last error: {self.last_error})"
+                        f"shipper: {target - self._done} records not acknowledged after {timeout}s (last "
+                        f"error: {self.last_error})"
                     )
                 self._cond.wait(min(left, self.config.flush_interval_s))
                 self._cond.notify_all()

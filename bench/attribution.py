@@ -4,6 +4,7 @@ cache (target ≤ 50 ms), each beside the most-upstream baseline measured in the
 
     python bench/attribution.py [--whowhen DIR] [--incidents 4000] [--threads 1]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,9 +31,19 @@ WHOWHEN = Path(__file__).resolve().parents[2] / "shared" / "whowhen" / "Algorith
 
 def ten_agent_scenario() -> Scenario:
     """Two parallel branches of four agents between a source and a sink; two planted faults."""
+
     def agent(name: str, deps: list[str], init: float) -> dict:
         code = f"{name.upper()}_FAIL_001"
-        param = {"name": "knob", "low": 0.0, "high": 1.0, "init": init, "optimum": 0.5, "sensitivity": 0.8, "error_code": code, "error_type": "logic"}
+        param = {
+            "name": "knob",
+            "low": 0.0,
+            "high": 1.0,
+            "init": init,
+            "optimum": 0.5,
+            "sensitivity": 0.8,
+            "error_code": code,
+            "error_type": "logic",
+        }
         return {"name": name, "depends_on": deps, "base_error": 0.02, "params": [param]}
 
     agents = [agent("source", [], 0.5)]
@@ -50,7 +61,13 @@ def bench_synthetic(n: int) -> None:
     scenario = ten_agent_scenario()
     train = list(synthetic_incidents(scenario, 500, 0))
     history = own_failure_rates([i.trace for i in train])
-    model = fit(from_synthetic(train), GNNConfig(text=False), TrainConfig(epochs=100, weight_decay=1e-3), history=history, error_types=scenario_error_types(scenario))
+    model = fit(
+        from_synthetic(train),
+        GNNConfig(text=False),
+        TrainConfig(epochs=100, weight_decay=1e-3),
+        history=history,
+        error_types=scenario_error_types(scenario),
+    )
     traces = [i.trace for i in synthetic_incidents(scenario, n, 1)]
     model.attribute(traces[:64], history)
     t0 = time.perf_counter()
@@ -60,7 +77,10 @@ def bench_synthetic(n: int) -> None:
     for t in traces:
         most_upstream(t)
     base = len(traces) / (time.perf_counter() - t0)
-    print(f"synthetic, 10 agents, {len(traces)} incidents: gnn {gnn:,.0f} incidents/s (batched, graph building included); most_upstream {base:,.0f} incidents/s")
+    print(
+        f"synthetic, 10 agents, {len(traces)} incidents: gnn {gnn:,.0f} incidents/s (batched, graph building "
+        f"included); most_upstream {base:,.0f} incidents/s"
+    )
 
 
 def bench_whowhen(directory: Path, logs_n: int, text: bool) -> None:
@@ -90,7 +110,8 @@ def bench_whowhen(directory: Path, logs_n: int, text: bool) -> None:
     base = (time.perf_counter() - t0) / len(test)
     steps = sum(len(log.trace.steps) for log in test) / len(test)
     print(
-        f"who&when, text {'on' if text else 'off'}, {len(test)} logs of {steps:.1f} steps: {1e3 * sum(times) / len(times):.1f} ms/log without cache "
+        f"who&when, text {'on' if text else 'off'}, {len(test)} logs of {steps:.1f} steps: "
+        f"{1e3 * sum(times) / len(times):.1f} ms/log without cache "
         f"(embedding included), {1e3 * sum(cached) / len(cached):.2f} ms/log with cached embeddings; "
         f"first-tool-call baseline {1e6 * base:.1f} µs/log (most_upstream needs error codes, which these logs lack)"
     )

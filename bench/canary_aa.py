@@ -11,6 +11,7 @@ Two tests on the same draws: the baseline re-tests a fixed-sample one-sided two-
 at α on every pass (the hub's test before the sequential one), and the hub's always-valid
 mSPRT (:func:`rrsi.hub.canary.canary_verdict`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,7 +32,9 @@ def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: HubConfig
     return "rollback" if n >= cfg.canary_max_sample else "wait"
 
 
-def run_canary(rng: np.random.Generator, p_inc: float, p_cand: float, tasks: int, cfg: HubConfig) -> tuple[str, str, int]:
+def run_canary(
+    rng: np.random.Generator, p_inc: float, p_cand: float, tasks: int, cfg: HubConfig
+) -> tuple[str, str, int]:
     """(baseline decision, mSPRT decision, passes looked at) of one canary."""
     nc = fc = ni = fi = 0
     decided: dict[str, str] = {}
@@ -41,9 +44,10 @@ def run_canary(rng: np.random.Generator, p_inc: float, p_cand: float, tasks: int
         served = rng.binomial(tasks, cfg.canary_share)
         nc, fc = nc + served, fc + rng.binomial(served, p_cand)
         ni, fi = ni + tasks - served, fi + rng.binomial(tasks - served, p_inc)
-        looks = {"z": lambda: fixed_z_decision((nc, fc), (ni, fi), cfg), "msprt": lambda: canary_verdict((nc, fc), (ni, fi), cfg)[0]}
+        cand, inc = (nc, fc), (ni, fi)
+        looks = {"z": fixed_z_decision, "msprt": lambda c, i, cfg: canary_verdict(c, i, cfg)[0]}
         for name, look in looks.items():
-            if name not in decided and (d := look()) != "wait":
+            if name not in decided and (d := look(cand, inc, cfg)) != "wait":
                 decided[name] = d
     return decided["z"], decided["msprt"], passes
 
@@ -67,8 +71,10 @@ def main() -> None:
     rng = np.random.default_rng(args.seed)
     aa = rates(rng, args.canaries, args.base, args.base, args.tasks_per_pass, cfg)
     ab = rates(rng, args.canaries, args.base, args.base - args.effect, args.tasks_per_pass, cfg)
-    print(f"{args.canaries} canaries per arm, {args.tasks_per_pass} tasks per pass, share {cfg.canary_share}, "
-          f"alpha {cfg.canary_alpha}, min {cfg.canary_min_sample} / max {cfg.canary_max_sample} candidate steps")
+    print(
+        f"{args.canaries} canaries per arm, {args.tasks_per_pass} tasks per pass, share {cfg.canary_share}, "
+        f"alpha {cfg.canary_alpha}, min {cfg.canary_min_sample} / max {cfg.canary_max_sample} candidate steps"
+    )
     print(f"{'test':<34}{'false promotions (A/A)':>24}{'power (A/B)':>14}")
     print(f"{'baseline: fixed z, every pass':<34}{aa[0]:>24.3f}{ab[0]:>14.3f}")
     print(f"{'hub: always-valid mSPRT':<34}{aa[1]:>24.3f}{ab[1]:>14.3f}")

@@ -6,6 +6,7 @@ Times ``AgentHarness.run`` against its bare executor, task by task, in this proc
 harness ships its records to a hub actor, so the measured path includes validation,
 instrumentation, summaries and enqueueing for shipping.
 """
+
 from __future__ import annotations
 
 import argparse

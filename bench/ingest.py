@@ -6,6 +6,7 @@ Three figures from one run: a raw SQLite ``executemany`` of the same rows withou
 validation (the baseline), the hub's ``ingest_json`` in-process, and the same through the
 hub actor from a driver (what harnesses do).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,16 +19,27 @@ import ray
 from rrsi.hub.hub import HubActor, ReflectionHub
 from rrsi.schema import StepRecord, Summary
 
-AGENT = {"name": "worker", "params": [{"name": "k", "low": 0, "high": 1, "init": 0.5, "error_code": "WORK_FAIL_001", "error_type": "logic"}]}
+AGENT = {
+    "name": "worker",
+    "params": [{"name": "k", "low": 0, "high": 1, "init": 0.5, "error_code": "WORK_FAIL_001", "error_type": "logic"}],
+}
 
 
 def records(n: int, prefix: str) -> list[str]:
     out = []
     for i in range(n):
         r = StepRecord(
-            trace_id=f"{prefix}{i // 5}", step_id=f"s{i % 5}", agent="worker", task_id=f"t{i}",
-            parents=[f"s{i % 5 - 1}"] if i % 5 else [], input=Summary.of(f"input {i}"), output=Summary.of(f"output {i}"),
-            tool_calls=1, tools=["calc"], scratchpad=f"k=0.5 looked too low on item {i}", execution_time=0.001,
+            trace_id=f"{prefix}{i // 5}",
+            step_id=f"s{i % 5}",
+            agent="worker",
+            task_id=f"t{i}",
+            parents=[f"s{i % 5 - 1}"] if i % 5 else [],
+            input=Summary.of(f"input {i}"),
+            output=Summary.of(f"output {i}"),
+            tool_calls=1,
+            tools=["calc"],
+            scratchpad=f"k=0.5 looked too low on item {i}",
+            execution_time=0.001,
             error_code="WORK_FAIL_001" if i % 10 == 0 else None,
         )
         out.append(r.model_dump_json())

@@ -10,6 +10,7 @@ harnesses saw acknowledged. Prints throughput (tasks/s, records/s: execution unt
 last record is stored) and the hub actor's peak memory (RSS sampled every 0.1 s, and the
 kernel's high-water mark ``VmHWM``).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,15 +57,31 @@ def agent_spec(i: int) -> dict:
         "name": f"agent{i:03d}",
         "depends_on": [f"agent{i - 1:03d}"] if i else [],
         "domain_terms": [f"field {i}"],
-        "params": [{"name": "threshold", "low": 0, "high": 1, "init": 0.5,
-                    "error_code": f"AGENT{i:03d}_FAIL_001", "error_type": "logic"}],
+        "params": [
+            {
+                "name": "threshold",
+                "low": 0,
+                "high": 1,
+                "init": 0.5,
+                "error_code": f"AGENT{i:03d}_FAIL_001",
+                "error_type": "logic",
+            }
+        ],
     }
 
 
 def _tasks(agent: int, start: int, stop: int) -> list[dict]:
     parents = [f"agent{agent - 1:03d}"] if agent else []
-    return [{"task_id": f"task{t}", "trace_id": f"trace{t}", "payload": t, "parents": parents, "step_id": f"agent{agent:03d}"}
-            for t in range(start, stop)]
+    return [
+        {
+            "task_id": f"task{t}",
+            "trace_id": f"trace{t}",
+            "payload": t,
+            "parents": parents,
+            "step_id": f"agent{agent:03d}",
+        }
+        for t in range(start, stop)
+    ]
 
 
 class RssSampler(threading.Thread):
@@ -106,7 +123,8 @@ def start(n_agents: int, store: str, fail_rate: float):
     registry = ray.get(hub.registry_entries.remote())
     harnesses = [
         HarnessActor.options(name=harness_name(agent_spec(i)["name"]), namespace=NAMESPACE).remote(
-            agent_spec(i), FlakyExecutor(f"AGENT{i:03d}_FAIL_001", fail_rate), registry, hub, (0, {"threshold": 0.5}))
+            agent_spec(i), FlakyExecutor(f"AGENT{i:03d}_FAIL_001", fail_rate), registry, hub, (0, {"threshold": 0.5})
+        )
         for i in range(n_agents)
     ]
     ray.get([h.__ray_ready__.remote() for h in harnesses])
@@ -166,7 +184,10 @@ def main() -> None:
         peak, hwm = sampler.stop(), high_water_mark(pid)
         ray.get([h.close.remote() for h in harnesses])
         ray.shutdown()
-    print(f"load: {args.agents} agents x {args.tasks} tasks, run_batch of {args.batch}, {args.num_cpus} CPUs, fail rate {args.fail_rate}")
+    print(
+        f"load: {args.agents} agents x {args.tasks} tasks, run_batch of {args.batch}, {args.num_cpus} CPUs, "
+        f"fail rate {args.fail_rate}"
+    )
     print(f"startup (hub + {args.agents} harness actors): {startup:.1f} s")
     print(f"records produced {produced:,} (failed {failed:,}); acknowledged {acked:,}; stored {stored:,}")
     print(f"elapsed {elapsed:.1f} s: {produced / elapsed:,.0f} tasks/s, {stored / elapsed:,.0f} records/s stored")

@@ -12,15 +12,15 @@ same batches; the figure is the training loop's time (model load and tokenizatio
 
     python bench/train_step.py [--steps 40] [--variants before,now]
 """
+
 from __future__ import annotations
 
 import argparse
 
-from rrsi.scenario import bundled_scenario
-
 from rrsi.hub.lm.adapters import DEFAULT_EXAMPLES, DEFAULT_TRAINING, scenario_registry
 from rrsi.hub.lm.data import synthetic_examples
 from rrsi.hub.lm.lora_training import train_lora
+from rrsi.scenario import bundled_scenario
 
 VARIANTS = {
     "before": {"micro_batch": 4, "prompt": {"steps_per_param_agent": 1}},
@@ -39,9 +39,15 @@ def main() -> None:
     registry = scenario_registry(scenario)
     seconds = {}
     for name in args.variants.split(","):
-        report = train_lora(examples, registry, {**DEFAULT_TRAINING, **VARIANTS[name], "steps": args.steps}, progress=False)
+        report = train_lora(
+            examples, registry, {**DEFAULT_TRAINING, **VARIANTS[name], "steps": args.steps}, progress=False
+        )
         seconds[name] = report["seconds"]
-        print(f"{name:16s} {seconds[name]:6.1f} s for {args.steps} steps (loss {report['loss_first']:.2f} -> {report['loss_last']:.3f})", flush=True)
+        print(
+            f"{name:16s} {seconds[name]:6.1f} s for {args.steps} steps "
+            f"(loss {report['loss_first']:.2f} -> {report['loss_last']:.3f})",
+            flush=True,
+        )
     base = next(iter(seconds.values()))
     for name, s in seconds.items():
         print(f"{name:16s} {s / base:.2f}x of {next(iter(seconds))}")

@@ -4,6 +4,7 @@
 :func:`register` adds the commands; each ``run_*`` returns an exit code and raises
 :class:`~rrsi.errors.UserError` for bad input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,15 +29,19 @@ FORMATS = ("whowhen", "otel", "rrsi")
 def _reader(fmt: str):
     """``path -> [(label, trace, valid→original agent names)]`` for one file in ``fmt``."""
     if fmt == "whowhen":
+
         def read(p: Path) -> list:
             log = load_whowhen(p)
             return [(log.name, log.trace, log.agent_names)]
     elif fmt == "otel":
+
         def read(p: Path) -> list:
             return [(t.trace.trace_id, t.trace, t.agent_names) for t in load_otel(p)]
     else:
+
         def read(p: Path) -> list:
             return [(t.trace_id, t, {}) for t in load_traces(p)]
+
     return read
 
 
@@ -67,8 +72,9 @@ def _training_set(args: argparse.Namespace) -> tuple[list, dict, dict]:
             console.print(f"[yellow]skipped[/yellow] {e}")
         examples += lazy.gnn_training.from_whowhen(logs)
     for scenario in scenarios:
-        incidents = list(lazy.synthetic.synthetic_incidents(scenario, args.incidents, args.seed, args.propagation,
-                                                            args.drop))
+        incidents = list(
+            lazy.synthetic.synthetic_incidents(scenario, args.incidents, args.seed, args.propagation, args.drop)
+        )
         examples += lazy.attribution_data.from_synthetic(incidents)
         error_types.update(lazy.synthetic.scenario_error_types(scenario))
         history.update(lazy.features.own_failure_rates([i.trace for i in incidents]))
@@ -85,13 +91,19 @@ def run_train_attribution(args: argparse.Namespace) -> int:
     examples, error_types, history = _training_set(args)
     text = bool(args.text)
     with tqdm(total=args.epochs, desc="training", unit="epoch") as bar:
+
         def on_epoch(epoch: int, loss: float) -> None:
             bar.update(1)
             bar.set_postfix(loss=f"{loss:.3f}")
 
         model = lazy.gnn_training.fit(
-            examples, lazy.gnn.GNNConfig(text=text), lazy.gnn_training.TrainConfig(epochs=args.epochs, seed=args.seed),
-            lazy.embedding.default_embedder() if text else None, history or None, error_types, on_epoch,
+            examples,
+            lazy.gnn.GNNConfig(text=text),
+            lazy.gnn_training.TrainConfig(epochs=args.epochs, seed=args.seed),
+            lazy.embedding.default_embedder() if text else None,
+            history or None,
+            error_types,
+            on_epoch,
         )
     out = model.save(args.out)
     console.print(f"trained on {len(examples)} incidents (text={'on' if text else 'off'}); checkpoint: {out}")
@@ -99,8 +111,9 @@ def run_train_attribution(args: argparse.Namespace) -> int:
 
 
 def _official(rows: list[dict]) -> str:
-    return "".join(f"Prediction for {r['incident']}:\nAgent Name: {r['agent']}\nStep Number: {r['step']}\n\n"
-                   for r in rows)
+    return "".join(
+        f"Prediction for {r['incident']}:\nAgent Name: {r['agent']}\nStep Number: {r['step']}\n\n" for r in rows
+    )
 
 
 def _model(args: argparse.Namespace):
@@ -108,18 +121,23 @@ def _model(args: argparse.Namespace):
     if args.model:
         return attribution.AttributionModel.load(args.model)
     if args.format == "whowhen" and not attribution.default_model_path().exists():
-        raise UserError("--model: Who&When logs need a model trained on them: "
-                        "`rrsi train-attribution --whowhen DIR --out CKPT`")
+        raise UserError(
+            "--model: Who&When logs need a model trained on them: `rrsi train-attribution --whowhen DIR --out CKPT`"
+        )
     return lazy.attribution_data.default_attribution_model()
 
 
 def _row(label: str, trace, names: dict[str, str], a, fmt: str) -> dict:
     step = a.decisive_step
     return {
-        "incident": label, "trace_id": trace.trace_id, "agent": names.get(a.root_agent, a.root_agent),
-        "agent_score": a.agent_blame[a.root_agent], "step": step.rsplit("-", 1)[1] if fmt == "whowhen" else step,
+        "incident": label,
+        "trace_id": trace.trace_id,
+        "agent": names.get(a.root_agent, a.root_agent),
+        "agent_score": a.agent_blame[a.root_agent],
+        "step": step.rsplit("-", 1)[1] if fmt == "whowhen" else step,
         "step_score": a.step_blame[step],
-        "agent_blame": {names.get(k, k): v for k, v in a.agent_blame.items()}, "step_blame": a.step_blame,
+        "agent_blame": {names.get(k, k): v for k, v in a.agent_blame.items()},
+        "step_blame": a.step_blame,
     }
 
 
@@ -132,8 +150,10 @@ def run_attribute(args: argparse.Namespace) -> int:
     for (label, trace, names), a in zip(items, model.attribute(traces, history)):
         row = _row(label, trace, names, a, args.format)
         rows.append(row)
-        console.print(f"{label}: agent [bold]{row['agent']}[/bold] ({row['agent_score']:.2f}), "
-                      f"step {row['step']} ({row['step_score']:.2f})")
+        console.print(
+            f"{label}: agent [bold]{row['agent']}[/bold] ({row['agent_score']:.2f}), "
+            f"step {row['step']} ({row['step_score']:.2f})"
+        )
     if args.json:
         write_json(args.json, rows)
     if args.official:
@@ -143,8 +163,13 @@ def run_attribute(args: argparse.Namespace) -> int:
 
 def run_eval_whowhen(args: argparse.Namespace) -> int:
     evaluate = lazy.evaluate
-    result = evaluate.evaluate_whowhen(args.dir, args.folds, args.seed, lazy.gnn.GNNConfig(text=args.text),
-                                       on_fold=lambda k: console.print(f"[dim]fold {k + 1}/{args.folds} done[/dim]"))
+    result = evaluate.evaluate_whowhen(
+        args.dir,
+        args.folds,
+        args.seed,
+        lazy.gnn.GNNConfig(text=args.text),
+        on_fold=lambda k: console.print(f"[dim]fold {k + 1}/{args.folds} done[/dim]"),
+    )
     table = Table(title=f"Who&When: {result['logs']} logs, {args.folds}-fold CV (mean ± std over folds)")
     table.add_column("method")
     metrics = evaluate.WHOWHEN_METRICS
@@ -162,7 +187,9 @@ def run_eval_whowhen(args: argparse.Namespace) -> int:
 
 def run_eval_synthetic(args: argparse.Namespace) -> int:
     scenario = resolve_scenario(args.scenario)
-    result = lazy.attribution_data.evaluate_synthetic_attribution(scenario, args.train, args.test, args.propagation, args.drop, args.seed)
+    result = lazy.attribution_data.evaluate_synthetic_attribution(
+        scenario, args.train, args.test, args.propagation, args.drop, args.seed
+    )
     console.print(
         f"{scenario.name}: propagation {args.propagation}, drop {args.drop}: root-agent top-1 "
         f"gnn {100 * result['gnn']:.1f}%, most_upstream {100 * result['most_upstream']:.1f}% "
@@ -172,8 +199,9 @@ def run_eval_synthetic(args: argparse.Namespace) -> int:
 
 
 def _register_train(subparsers: argparse._SubParsersAction) -> None:
-    train = subparsers.add_parser("train-attribution",
-                                  help="train the attribution GNN on Who&When logs and/or scenario incidents")
+    train = subparsers.add_parser(
+        "train-attribution", help="train the attribution GNN on Who&When logs and/or scenario incidents"
+    )
     train.add_argument("--whowhen", help="folder of annotated Who&When JSON logs")
     add_scenario(train, repeatable=True)
     train.add_argument("--out", required=True, help="checkpoint file to write")
@@ -181,8 +209,9 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--incidents", type=int, default=1000, help="incidents per scenario (default 1000)")
     train.add_argument("--propagation", type=float, help="override the scenarios' propagation")
     train.add_argument("--drop", type=float, default=0.0, help="probability a record is missing from a trace")
-    train.add_argument("--text", action=argparse.BooleanOptionalAction, default=False,
-                       help="read step texts (default: off)")
+    train.add_argument(
+        "--text", action=argparse.BooleanOptionalAction, default=False, help="read step texts (default: off)"
+    )
     train.add_argument("--seed", type=int, default=0)
     train.set_defaults(func=run_train_attribution)
 
@@ -203,12 +232,14 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
     whowhen.add_argument("dir")
     whowhen.add_argument("--folds", type=int, default=5)
     whowhen.add_argument("--seed", type=int, default=0)
-    whowhen.add_argument("--text", action=argparse.BooleanOptionalAction, default=False,
-                         help="let the GNN read step texts")
+    whowhen.add_argument(
+        "--text", action=argparse.BooleanOptionalAction, default=False, help="let the GNN read step texts"
+    )
     whowhen.add_argument("--json", help="write the per-fold results here")
     whowhen.set_defaults(func=run_eval_whowhen)
-    synthetic = kinds.add_parser("synthetic",
-                                 help="root-agent top-1 of the GNN and most-upstream on scenario incidents")
+    synthetic = kinds.add_parser(
+        "synthetic", help="root-agent top-1 of the GNN and most-upstream on scenario incidents"
+    )
     add_scenario(synthetic)
     synthetic.add_argument("--propagation", type=float, default=0.9)
     synthetic.add_argument("--drop", type=float, default=0.0)

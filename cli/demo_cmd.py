@@ -3,6 +3,7 @@
 :func:`register` adds the command; :func:`run_demo` returns an exit code and raises
 :class:`~rrsi.errors.UserError` for bad input before Ray starts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -15,7 +16,15 @@ from rich.table import Table
 
 from rrsi.cli import lazy
 from rrsi.cli.options import (
-    add_address, add_num_cpus, add_rounds, add_scenario, console, init_ray, positive_int, resolve_scenario, write_json,
+    add_address,
+    add_num_cpus,
+    add_rounds,
+    add_scenario,
+    console,
+    init_ray,
+    positive_int,
+    resolve_scenario,
+    write_json,
 )
 from rrsi.config import HubConfig
 from rrsi.schema import validate
@@ -24,8 +33,16 @@ __all__ = ["register", "run_demo"]
 
 ROUND_COLUMNS = ["mode", "round", "failure", "worst agent", "updates", "spurious", "attr top1", "max drift"]
 _ROUND_WIDTHS = [12, 5, 8, 22, 7, 8, 9, 9]
-SUMMARY_COLUMNS = ["mode", "failure first", "failure last", "reduction", "updates", "spurious", "attr top1",
-                   "max drift non-root"]
+SUMMARY_COLUMNS = [
+    "mode",
+    "failure first",
+    "failure last",
+    "reduction",
+    "updates",
+    "spurious",
+    "attr top1",
+    "max drift non-root",
+]
 
 
 def _round_row(mode: str, r) -> list[str]:
@@ -72,11 +89,19 @@ def _comparison(result: dict) -> Table:
 
 
 def _hub_config(args: argparse.Namespace) -> HubConfig:
-    return validate(HubConfig, {"approval": args.approval, "validation": args.validation, "lam": args.lam,
-                                "attribution": args.attribution, "reflector": args.reflector,
-                                "retrain": args.retrain_every is not None,
-                                "retrain_every_samples": args.retrain_every or 200},
-                    where="demo")
+    return validate(
+        HubConfig,
+        {
+            "approval": args.approval,
+            "validation": args.validation,
+            "lam": args.lam,
+            "attribution": args.attribution,
+            "reflector": args.reflector,
+            "retrain": args.retrain_every is not None,
+            "retrain_every_samples": args.retrain_every or 200,
+        },
+        where="demo",
+    )
 
 
 def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
@@ -84,8 +109,10 @@ def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
     demo gets a copy in ``workdir``, never the adapter in RRSI_HOME."""
     adapters = lazy.lm_adapters
     if not adapters.has_adapter(adapters.adapter_dir(adapters.DEFAULT_ADAPTER)):
-        console.print("[bold]First use: training the LM Reflector's LoRA adapter (about 4½ minutes on 2 cores; "
-                      "--reflector rule skips it)[/bold]")
+        console.print(
+            "[bold]First use: training the LM Reflector's LoRA adapter (about 4½ minutes on 2 cores; "
+            "--reflector rule skips it)[/bold]"
+        )
     adapter = adapters.ensure_adapter(progress=True)
     if config.retrain:
         copy = workdir / "adapter"
@@ -115,20 +142,38 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 def _add_hub_choices(demo: argparse.ArgumentParser) -> None:
-    demo.add_argument("--approval", choices=["manual", "auto"], default="manual",
-                      help="high-risk changes: manual waits for `rrsi approve`; auto approves what passed the "
-                           "evidence conditions")
-    demo.add_argument("--validation", choices=["shadow", "canary", "none"], default="shadow",
-                      help="how a candidate proves itself before promotion (default: shadow replay of the last tasks)")
+    demo.add_argument(
+        "--approval",
+        choices=["manual", "auto"],
+        default="manual",
+        help="high-risk changes: manual waits for `rrsi approve`; auto approves what passed the evidence conditions",
+    )
+    demo.add_argument(
+        "--validation",
+        choices=["shadow", "canary", "none"],
+        default="shadow",
+        help="how a candidate proves itself before promotion (default: shadow replay of the last tasks)",
+    )
     demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
-    demo.add_argument("--attribution", choices=["gnn", "most_upstream"], default="gnn",
-                      help="who blames: the attribution GNN (trained on first use) or the most-upstream baseline")
-    demo.add_argument("--reflector", choices=["rule", "lm"], default="lm",
-                      help="who reflects in hub mode: the SmolLM2 LM Reflector (default; its adapter is trained on "
-                           "first use, about 4½ minutes on 2 cores) or the rule Reflector of the error-code registry")
-    demo.add_argument("--retrain-every", type=positive_int, metavar="K",
-                      help="retrain a copy of the LM adapter (in the workdir) every K validated incidents "
-                           "(default: off)")
+    demo.add_argument(
+        "--attribution",
+        choices=["gnn", "most_upstream"],
+        default="gnn",
+        help="who blames: the attribution GNN (trained on first use) or the most-upstream baseline",
+    )
+    demo.add_argument(
+        "--reflector",
+        choices=["rule", "lm"],
+        default="lm",
+        help="who reflects in hub mode: the SmolLM2 LM Reflector (default; its adapter is trained on "
+        "first use, about 4½ minutes on 2 cores) or the rule Reflector of the error-code registry",
+    )
+    demo.add_argument(
+        "--retrain-every",
+        type=positive_int,
+        metavar="K",
+        help="retrain a copy of the LM adapter (in the workdir) every K validated incidents (default: off)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -5,6 +5,7 @@ Every command but ``hub start`` asks the hub actor of the cluster at ``--address
 ``$RAY_ADDRESS``), or, without one, opens the hub store at ``--store`` in this process.
 :func:`register` adds the commands; each ``run_*`` returns an exit code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,23 +57,36 @@ def _print_json(data) -> None:
 
 
 def _start_config(args: argparse.Namespace) -> HubConfig:
-    return validate(HubConfig, {"approval": args.approval, "validation": args.validation, "reflector": args.reflector,
-                                "lm_adapter": args.lm_adapter, "lm_workers": args.lm_workers,
-                                "lm_num_gpus": args.lm_gpus, "retrain": not args.no_retrain,
-                                "retrain_every_samples": args.retrain_every},
-                    where="hub start")
+    return validate(
+        HubConfig,
+        {
+            "approval": args.approval,
+            "validation": args.validation,
+            "reflector": args.reflector,
+            "lm_adapter": args.lm_adapter,
+            "lm_workers": args.lm_workers,
+            "lm_num_gpus": args.lm_gpus,
+            "retrain": not args.no_retrain,
+            "retrain_every_samples": args.retrain_every,
+        },
+        where="hub start",
+    )
 
 
 def run_hub_start(args: argparse.Namespace) -> int:
     if args.detached and not args.address:
-        raise UserError("--detached: a detached hub needs a cluster that outlives this command; pass --address "
-                        "(e.g. after `ray start --head`)")
+        raise UserError(
+            "--detached: a detached hub needs a cluster that outlives this command; pass --address "
+            "(e.g. after `ray start --head`)"
+        )
     config = _start_config(args)
     init_ray(args.address, args.num_cpus)
     hub = lazy.hub.get_or_create_hub(str(args.store), config, detached=args.detached)
     lazy.ray.get(hub.start_loop.remote(args.interval))
-    console.print(f"hub '{lazy.hub.HUB_NAME}' (namespace {lazy.hub.NAMESPACE}) is up; store {args.store}; "
-                  f"analysing every {args.interval:g} s")
+    console.print(
+        f"hub '{lazy.hub.HUB_NAME}' (namespace {lazy.hub.NAMESPACE}) is up; store {args.store}; "
+        f"analysing every {args.interval:g} s"
+    )
     if args.detached:
         return 0
     console.print("[dim]serving until Ctrl-C[/dim]")
@@ -93,8 +107,10 @@ def run_hub_samples(args: argparse.Namespace) -> int:
     lines = [json.dumps(row) + "\n" for row in _hub_for(args)("samples", args.state)]
     if args.out:
         Path(args.out).write_text("".join(lines))
-        console.print(f"{len(lines)} {args.state} samples written to {args.out} "
-                      f"(train on them: rrsi train-reflector --data {args.out})")
+        console.print(
+            f"{len(lines)} {args.state} samples written to {args.out} "
+            f"(train on them: rrsi train-reflector --data {args.out})"
+        )
     else:
         sys.stdout.write("".join(lines))
     return 0
@@ -115,8 +131,13 @@ def run_incidents_list(args: argparse.Namespace) -> int:
     for col in ["incident", "traces", "failing agents", "root agent", "plans"]:
         table.add_column(col)
     for i in _hub_for(args)("incidents", args.limit):
-        table.add_row(i["incident_id"], str(i["traces"]), ", ".join(i["failing_agents"]), str(i["root_agent"]),
-                      " ".join(i["plans"]))
+        table.add_row(
+            i["incident_id"],
+            str(i["traces"]),
+            ", ".join(i["failing_agents"]),
+            str(i["root_agent"]),
+            " ".join(i["plans"]),
+        )
     console.print(table)
     return 0
 
@@ -157,23 +178,34 @@ def _add_hub_source(parser: argparse.ArgumentParser, run: Callable[[argparse.Nam
 def _register_start(hub: argparse._SubParsersAction) -> None:
     start = hub.add_parser("start", help="start the named hub actor and its analysis loop")
     add_address(start, "start Ray here and serve until Ctrl-C")
-    start.add_argument("--detached", action="store_true",
-                       help="leave the hub running after this command (needs --address)")
+    start.add_argument(
+        "--detached", action="store_true", help="leave the hub running after this command (needs --address)"
+    )
     add_store(start)
     start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
     start.add_argument("--approval", choices=["manual", "auto"], default="manual")
     start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
     add_num_cpus(start)
-    start.add_argument("--reflector", choices=["rule", "auto", "lm"], default="auto",
-                       help="auto (default): the LM Reflector once its adapter exists, the rule Reflector until "
-                            "then; lm: train the adapter now if missing; rule")
+    start.add_argument(
+        "--reflector",
+        choices=["rule", "auto", "lm"],
+        default="auto",
+        help="auto (default): the LM Reflector once its adapter exists, the rule Reflector until "
+        "then; lm: train the adapter now if missing; rule",
+    )
     start.add_argument("--lm-adapter", help="adapter folder or name under ~/.rrsi/adapters (default: default)")
-    start.add_argument("--lm-workers", type=int, default=0,
-                       help="reflector:<n> Ray actors serving the LM (0: in the hub)")
-    start.add_argument("--lm-gpus", type=float, default=0.0,
-                       help="GPUs each reflector actor asks Ray for (fractional allowed)")
-    start.add_argument("--retrain-every", type=positive_int, default=200,
-                       help="retrain the LM Reflector's adapter after this many validated samples (or 7 days with one)")
+    start.add_argument(
+        "--lm-workers", type=int, default=0, help="reflector:<n> Ray actors serving the LM (0: in the hub)"
+    )
+    start.add_argument(
+        "--lm-gpus", type=float, default=0.0, help="GPUs each reflector actor asks Ray for (fractional allowed)"
+    )
+    start.add_argument(
+        "--retrain-every",
+        type=positive_int,
+        default=200,
+        help="retrain the LM Reflector's adapter after this many validated samples (or 7 days with one)",
+    )
     start.add_argument("--no-retrain", action="store_true", help="never retrain the adapter from the hub's incidents")
     start.set_defaults(func=run_hub_start)
 
@@ -183,10 +215,15 @@ def _register_hub(subparsers: argparse._SubParsersAction) -> None:
     _register_start(hub)
     status = hub.add_parser("status", help="counts of agents, records, incidents, plans")
     _add_hub_source(status, run_hub_status)
-    samples = hub.add_parser("samples",
-                             help="the LM Reflector's retraining samples, as user JSONL for train-reflector --data")
-    samples.add_argument("--state", choices=SAMPLE_STATES, default="ready",
-                         help="ready (labelled by validation, default), pending (plans unsettled), used, dropped")
+    samples = hub.add_parser(
+        "samples", help="the LM Reflector's retraining samples, as user JSONL for train-reflector --data"
+    )
+    samples.add_argument(
+        "--state",
+        choices=SAMPLE_STATES,
+        default="ready",
+        help="ready (labelled by validation, default), pending (plans unsettled), used, dropped",
+    )
     samples.add_argument("--out", help="write the JSONL here instead of standard output")
     _add_hub_source(samples, run_hub_samples)
 
@@ -194,8 +231,9 @@ def _register_hub(subparsers: argparse._SubParsersAction) -> None:
 def _register_views(subparsers: argparse._SubParsersAction) -> None:
     agents = subparsers.add_parser("agents", help="registered agents").add_subparsers(dest="what", required=True)
     _add_hub_source(agents.add_parser("list"), run_agents_list)
-    incidents = subparsers.add_parser("incidents", help="cross-agent incidents").add_subparsers(dest="what",
-                                                                                                required=True)
+    incidents = subparsers.add_parser("incidents", help="cross-agent incidents").add_subparsers(
+        dest="what", required=True
+    )
     listing = incidents.add_parser("list")
     listing.add_argument("--limit", type=int, default=50)
     _add_hub_source(listing, run_incidents_list)
@@ -209,8 +247,10 @@ def _register_views(subparsers: argparse._SubParsersAction) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``approve``, ``reject``, ``hub``, ``agents``, ``incidents`` and ``rollback``."""
-    for name, text, run in [("approve", "approve a blocked plan (high-risk change)", run_approve),
-                            ("reject", "reject a blocked plan", run_reject)]:
+    for name, text, run in [
+        ("approve", "approve a blocked plan (high-risk change)", run_approve),
+        ("reject", "reject a blocked plan", run_reject),
+    ]:
         decide = subparsers.add_parser(name, help=text)
         decide.add_argument("plan_id")
         _add_hub_source(decide, run)

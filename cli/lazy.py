@@ -7,15 +7,32 @@ attribute access imports :mod:`rrsi.hub.demo` then, once; Python caches it in ``
 Everything light (argparse, rich, :mod:`rrsi.schema`, :mod:`rrsi.config`, :mod:`rrsi.scenario`,
 :mod:`rrsi.store`, :mod:`rrsi.traces`) is imported at the top of the command modules as usual.
 """
+
 from __future__ import annotations
 
 import importlib
 from types import ModuleType
 
 __all__ = [
-    "LazyModule", "ray", "hub", "demo", "tuning", "report", "rule_reflector", "lm_adapters", "lm_data",
-    "lm_evaluation", "lm_reflector", "attribution", "embedding", "features", "gnn", "gnn_training", "evaluate",
-    "synthetic", "attribution_data",
+    "LazyModule",
+    "ray",
+    "hub",
+    "demo",
+    "tuning",
+    "report",
+    "rule_reflector",
+    "lm_adapters",
+    "lm_data",
+    "lm_evaluation",
+    "lm_reflector",
+    "attribution",
+    "embedding",
+    "features",
+    "gnn",
+    "gnn_training",
+    "evaluate",
+    "synthetic",
+    "attribution_data",
 ]
 
 

@@ -2,6 +2,7 @@
 
 Exit status: 0 success, 2 bad input (the message names the field), 1 runtime failure.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@
 command that has them: each is added by one ``add_*`` function here, and the value is read back
 through one function (:func:`existing_store`, :func:`resolve_scenario`, :func:`init_ray`).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,6 +50,7 @@ def write_json(path: str | Path, data) -> None:
 
 def int_at_least(minimum: int, what: str):
     """An argparse type: an integer >= ``minimum``, named ``what`` in the error."""
+
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -57,6 +59,7 @@ def int_at_least(minimum: int, what: str):
         if value < minimum:
             raise argparse.ArgumentTypeError(f"expected a {what} integer (got {value})")
         return value
+
     return parse
 
 
@@ -66,8 +69,12 @@ count = int_at_least(0, "non-negative")
 
 def add_store(parser: argparse.ArgumentParser) -> None:
     """``--store PATH``: the hub's SQLite store, by default :func:`rrsi.config.default_store_path`."""
-    parser.add_argument("--store", type=Path, default=default_store_path(),
-                        help="the hub's SQLite store (default: $RRSI_HOME/hub.sqlite, or ~/.rrsi/hub.sqlite)")
+    parser.add_argument(
+        "--store",
+        type=Path,
+        default=default_store_path(),
+        help="the hub's SQLite store (default: $RRSI_HOME/hub.sqlite, or ~/.rrsi/hub.sqlite)",
+    )
 
 
 def existing_store(args: argparse.Namespace) -> Path:
@@ -80,8 +87,11 @@ def existing_store(args: argparse.Namespace) -> Path:
 def add_address(parser: argparse.ArgumentParser, without: str) -> None:
     """``--address``: the Ray cluster to join, by default ``$RAY_ADDRESS``; ``without`` says what
     the command does when there is none."""
-    parser.add_argument("--address", default=os.environ.get("RAY_ADDRESS") or None,
-                        help=f"Ray cluster to join, e.g. auto (default: $RAY_ADDRESS if set, else {without})")
+    parser.add_argument(
+        "--address",
+        default=os.environ.get("RAY_ADDRESS") or None,
+        help=f"Ray cluster to join, e.g. auto (default: $RAY_ADDRESS if set, else {without})",
+    )
 
 
 def init_ray(address: str | None, num_cpus: int | None = None) -> None:
@@ -91,8 +101,9 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     if address:
         context = lazy.ray.init(address=address, **kwargs)
     else:
-        context = lazy.ray.init(num_cpus=num_cpus or os.cpu_count(), include_dashboard=True,
-                                dashboard_host="127.0.0.1", **kwargs)
+        context = lazy.ray.init(
+            num_cpus=num_cpus or os.cpu_count(), include_dashboard=True, dashboard_host="127.0.0.1", **kwargs
+        )
     url = context.dashboard_url or "(dashboard not running)"
     where = "joined " + address if address else "started locally"
     err_console.print(f"[dim]Ray {where}; dashboard: http://{url}[/dim]")
@@ -102,11 +113,18 @@ def add_scenario(parser: argparse.ArgumentParser, repeatable: bool = False) -> N
     """``--scenario NAME|FILE``: a bundled scenario or a scenario file; :func:`resolve_scenario` reads it."""
     names = ", ".join(bundled_names())
     if repeatable:
-        parser.add_argument("--scenario", action="append", metavar="NAME|FILE",
-                            help=f"bundled scenario ({names}) or scenario YAML file (repeatable)")
+        parser.add_argument(
+            "--scenario",
+            action="append",
+            metavar="NAME|FILE",
+            help=f"bundled scenario ({names}) or scenario YAML file (repeatable)",
+        )
     else:
-        parser.add_argument("--scenario", metavar="NAME|FILE",
-                            help=f"bundled scenario ({names}) or scenario YAML file (default: {BUNDLED})")
+        parser.add_argument(
+            "--scenario",
+            metavar="NAME|FILE",
+            help=f"bundled scenario ({names}) or scenario YAML file (default: {BUNDLED})",
+        )
 
 
 def resolve_scenario(value: str | None) -> Scenario:
@@ -117,8 +135,9 @@ def resolve_scenario(value: str | None) -> Scenario:
         return bundled_scenario(value)
     if Path(value).is_file():
         return load_scenario(value)
-    raise UserError(f"--scenario: {value!r} is neither a bundled scenario ({', '.join(bundled_names())}) "
-                    "nor a scenario file")
+    raise UserError(
+        f"--scenario: {value!r} is neither a bundled scenario ({', '.join(bundled_names())}) nor a scenario file"
+    )
 
 
 def add_rounds(parser: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@
 :func:`register` adds the commands; each ``run_*`` prints its report as JSON, returns an exit
 code and raises :class:`~rrsi.errors.UserError` for bad input.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,10 +36,20 @@ def _examples(args: argparse.Namespace) -> tuple[Scenario, list]:
 def _training_config(args: argparse.Namespace) -> dict:
     """The bundled adapter's training settings, overridden by the options given."""
     adapters = lazy.lm_adapters
-    given = {"base": args.base, "batch_size": args.batch_size, "micro_batch": args.micro_batch, "lr": args.lr,
-             "qlora": args.qlora, "lora_layers": args.lora_layers, "target_modules": args.target_modules,
-             "seed": args.seed, "threads": args.threads, "steps": args.steps, "epochs": args.epochs,
-             "init_adapter": str(adapters.resolve_adapter(args.init)) if args.init else None}
+    given = {
+        "base": args.base,
+        "batch_size": args.batch_size,
+        "micro_batch": args.micro_batch,
+        "lr": args.lr,
+        "qlora": args.qlora,
+        "lora_layers": args.lora_layers,
+        "target_modules": args.target_modules,
+        "seed": args.seed,
+        "threads": args.threads,
+        "steps": args.steps,
+        "epochs": args.epochs,
+        "init_adapter": str(adapters.resolve_adapter(args.init)) if args.init else None,
+    }
     config = {**adapters.DEFAULT_TRAINING, **{k: v for k, v in given.items() if v is not None}}
     if args.epochs is not None and args.steps is None:
         config.pop("steps", None)
@@ -48,8 +59,9 @@ def _training_config(args: argparse.Namespace) -> dict:
 def run_train_reflector(args: argparse.Namespace) -> int:
     scenario, examples = _examples(args)
     adapters = lazy.lm_adapters
-    path, report = adapters.save_trained(examples, adapters.scenario_registry(scenario), _training_config(args),
-                                         args.out, progress=not args.quiet)
+    path, report = adapters.save_trained(
+        examples, adapters.scenario_registry(scenario), _training_config(args), args.out, progress=not args.quiet
+    )
     print(json.dumps({"adapter": str(path), **report}, indent=2))
     return 0
 
@@ -60,8 +72,10 @@ def _adapter(name: str) -> Path | None:
         return None
     adapter = lazy.lm_adapters.resolve_adapter(name)
     if not lazy.lm_adapters.has_adapter(adapter):
-        raise UserError(f"--adapter: no adapter for the current answer template at {adapter}; "
-                        "train one with `rrsi train-reflector --out NAME` or pass none")
+        raise UserError(
+            f"--adapter: no adapter for the current answer template at {adapter}; "
+            "train one with `rrsi train-reflector --out NAME` or pass none"
+        )
     return adapter
 
 
@@ -74,11 +88,13 @@ def run_eval_reflector(args: argparse.Namespace) -> int:
     if args.incidents:
         examples = lazy.lm_data.synthetic_examples(scenario, args.incidents, seed=args.seed)
         report = lazy.lm_evaluation.evaluate_synthetic(reflector, examples)
-        report["rule_baseline"] = lazy.lm_evaluation.evaluate_synthetic(lazy.rule_reflector.RuleReflector(registry),
-                                                                        examples)
+        report["rule_baseline"] = lazy.lm_evaluation.evaluate_synthetic(
+            lazy.rule_reflector.RuleReflector(registry), examples
+        )
     if args.whowhen:
         report["whowhen_similarity"] = lazy.lm_evaluation.whowhen_similarity(
-            reflector, lazy.lm_data.whowhen_examples(args.whowhen, "test"))
+            reflector, lazy.lm_data.whowhen_examples(args.whowhen, "test")
+        )
     print(json.dumps(report, indent=2))
     return 0
 
@@ -93,21 +109,27 @@ def _add_common(parser: argparse.ArgumentParser, seed: int) -> None:
 def _register_train(subparsers: argparse._SubParsersAction) -> None:
     t = subparsers.add_parser("train-reflector", help="fine-tune a LoRA adapter for the LM Reflector")
     _add_common(t, seed=0)
-    t.add_argument("--out", default="default",
-                   help="adapter name under RRSI_HOME/adapters, or a folder path (default: default)")
-    t.add_argument("--init", default=None,
-                   help="continue training this adapter (a name or a folder) instead of a fresh one")
+    t.add_argument(
+        "--out", default="default", help="adapter name under RRSI_HOME/adapters, or a folder path (default: default)"
+    )
+    t.add_argument(
+        "--init", default=None, help="continue training this adapter (a name or a folder) instead of a fresh one"
+    )
     bundled = "default: as the bundled adapter"
     t.add_argument("--steps", type=positive_int, default=None, help=f"optimizer steps ({bundled})")
     t.add_argument("--epochs", type=float, default=None, help="passes over the data instead of --steps")
     t.add_argument("--batch-size", type=positive_int, default=None, help=bundled)
-    t.add_argument("--micro-batch", type=positive_int, default=None,
-                   help="examples per forward pass; a step accumulates its batch's gradient "
-                        "(default: 1 on CPU, the batch on GPU)")
+    t.add_argument(
+        "--micro-batch",
+        type=positive_int,
+        default=None,
+        help="examples per forward pass; a step accumulates its batch's gradient (default: 1 on CPU, the batch on GPU)",
+    )
     t.add_argument("--lr", type=float, default=None, help=f"learning rate ({bundled}; the library default is 2e-5)")
     t.add_argument("--lora-layers", type=positive_int, default=None, help=f"adapt only the top N layers ({bundled})")
-    t.add_argument("--target-modules", nargs="+", default=None,
-                   help=f"LoRA target modules ({bundled}; library: q_proj v_proj)")
+    t.add_argument(
+        "--target-modules", nargs="+", default=None, help=f"LoRA target modules ({bundled}; library: q_proj v_proj)"
+    )
     t.add_argument("--qlora", action="store_true", help="4-bit nf4 base (bitsandbytes) + LoRA")
     t.add_argument("--incidents", type=count, default=240, help="synthetic incidents to train on (0: none)")
     t.add_argument("--data", action="append", help="user JSONL of incident/reflection pairs (repeatable)")

@@ -4,6 +4,7 @@
 :class:`~rrsi.errors.UserError` for bad input (``--since 3 days`` says which option and what
 it accepts).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -45,10 +46,12 @@ def run_report(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``rrsi report [--since 24h] [--out DIR] [--store PATH]``."""
-    report = subparsers.add_parser("report",
-                                   help="correction effectiveness: failure rates before/after each settled update")
+    report = subparsers.add_parser(
+        "report", help="correction effectiveness: failure rates before/after each settled update"
+    )
     report.add_argument("--since", help="only plans settled within this window, e.g. 30m, 24h, 7d (default: all)")
-    report.add_argument("--out", default="rrsi-report",
-                        help="folder for report.md and its charts (default: ./rrsi-report)")
+    report.add_argument(
+        "--out", default="rrsi-report", help="folder for report.md and its charts (default: ./rrsi-report)"
+    )
     add_store(report)
     report.set_defaults(func=run_report)

@@ -3,6 +3,7 @@
 :func:`register` adds the command; :func:`run_tune` returns an exit code and raises
 :class:`~rrsi.errors.UserError` for bad input before Ray starts.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,8 +26,9 @@ def _grid(args: argparse.Namespace) -> tuple[list[float], list[int]]:
         lambdas = [float(x) for x in args.lambdas.split(",")]
         seeds = [int(x) for x in args.seeds.split(",")]
     except ValueError:
-        raise UserError(f"--lambdas/--seeds: expected comma-separated numbers, got {args.lambdas!r} / {args.seeds!r}"
-                        ) from None
+        raise UserError(
+            f"--lambdas/--seeds: expected comma-separated numbers, got {args.lambdas!r} / {args.seeds!r}"
+        ) from None
     if any(not lam > 0 for lam in lambdas):
         raise UserError(f"--lambdas: every λ must be > 0, got {lambdas}")
     return lambdas, seeds
@@ -47,8 +49,14 @@ def run_tune(args: argparse.Namespace) -> int:
     lambdas, seeds = _grid(args)
     workdir = Path(tempfile.mkdtemp(prefix="rrsi-tune-"))
     init_ray(None, args.num_cpus)
-    result = lazy.tuning.tune(scenario, lambdas, args.rounds or scenario.rounds, seeds, workdir,
-                              HubConfig(validation=args.validation, retrain=False))
+    result = lazy.tuning.tune(
+        scenario,
+        lambdas,
+        args.rounds or scenario.rounds,
+        seeds,
+        workdir,
+        HubConfig(validation=args.validation, retrain=False),
+    )
     console.print(_results(result, scenario.name, seeds))
     console.print(f"recommended λ = {result['recommended']:g}")
     if args.json:

@@ -6,6 +6,7 @@ the error-type table it was trained with, and per-agent failure history supplied
 caller. :func:`attribute_incident` scores each trace of an incident and combines the
 per-trace attributions with :func:`rrsi.graph.baselines.combine`.
 """
+
 from __future__ import annotations
 
 import pickle
@@ -16,12 +17,11 @@ import torch
 
 from rrsi.config import default_home
 from rrsi.errors import SchemaError, UserError
-from rrsi.schema import Attribution, Trace
-
 from rrsi.graph.baselines import combine
 from rrsi.graph.embedding import Embedder, default_embedder
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
 from rrsi.graph.incident_graph import IncidentBatch, incident_batch
+from rrsi.schema import Attribution, Trace
 
 __all__ = ["AttributionModel", "attribute_incident", "default_model_path", "CHECKPOINT_VERSION"]
 
@@ -38,7 +38,13 @@ class AttributionModel:
         embedder: used when the network reads text (default: the process-wide cached one).
     """
 
-    def __init__(self, gnn: AttributionGNN, error_types: Mapping[str, str] | None = None, name: str = "gnn", embedder: Embedder | None = None) -> None:
+    def __init__(
+        self,
+        gnn: AttributionGNN,
+        error_types: Mapping[str, str] | None = None,
+        name: str = "gnn",
+        embedder: Embedder | None = None,
+    ) -> None:
         self.gnn = gnn.eval()
         self.error_types = dict(error_types or {})
         self.name = name
@@ -62,7 +68,9 @@ class AttributionModel:
         self.gnn.eval()
         return self.gnn.blame(batch.data)
 
-    def attribute(self, traces: Sequence[Trace], history: Mapping[str, float] | None = None, batch_size: int = 1024) -> list[Attribution]:
+    def attribute(
+        self, traces: Sequence[Trace], history: Mapping[str, float] | None = None, batch_size: int = 1024
+    ) -> list[Attribution]:
         """One :class:`Attribution` per trace, scored ``batch_size`` traces at a time.
 
         Blame covers the candidates: the failing steps and their agents, or every step and
@@ -84,9 +92,15 @@ class AttributionModel:
             sb = {s: s_val[s_at + i] for i, s in enumerate(steps) if s_cand[s_at + i]}
             ab = {a: a_val[a_at + i] for i, a in enumerate(agents) if a_cand[a_at + i]}
             s_at, a_at = s_at + len(steps), a_at + len(agents)
-            out.append(Attribution.model_construct(
-                agent_blame=ab, step_blame=sb, root_agent=max(ab, key=ab.get), decisive_step=max(sb, key=sb.get), model=self.name
-            ))
+            out.append(
+                Attribution.model_construct(
+                    agent_blame=ab,
+                    step_blame=sb,
+                    root_agent=max(ab, key=ab.get),
+                    decisive_step=max(sb, key=sb.get),
+                    model=self.name,
+                )
+            )
         return out
 
     def save(self, path: str | Path) -> Path:
@@ -94,8 +108,13 @@ class AttributionModel:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(
-            {"version": CHECKPOINT_VERSION, "config": self.gnn.config.to_dict(), "state_dict": self.gnn.state_dict(),
-             "error_types": self.error_types, "name": self.name},
+            {
+                "version": CHECKPOINT_VERSION,
+                "config": self.gnn.config.to_dict(),
+                "state_dict": self.gnn.state_dict(),
+                "error_types": self.error_types,
+                "name": self.name,
+            },
             path,
         )
         return path
@@ -111,12 +130,16 @@ class AttributionModel:
         try:
             ckpt = torch.load(path, map_location="cpu", weights_only=True)
         except FileNotFoundError:
-            raise UserError(f"model: no checkpoint at {path}; train one with `rrsi train-attribution --out {path}`") from None
+            raise UserError(
+                f"model: no checkpoint at {path}; train one with `rrsi train-attribution --out {path}`"
+            ) from None
         except (OSError, RuntimeError, EOFError, ValueError, pickle.UnpicklingError) as exc:
             raise UserError(f"model: {path} is not an attribution checkpoint ({exc})") from None
         if not isinstance(ckpt, dict) or ckpt.get("version") != CHECKPOINT_VERSION:
             got = ckpt.get("version") if isinstance(ckpt, dict) else type(ckpt).__name__
-            raise UserError(f"model: {path} has checkpoint version {got!r}; this code reads version {CHECKPOINT_VERSION}")
+            raise UserError(
+                f"model: {path} has checkpoint version {got!r}; this code reads version {CHECKPOINT_VERSION}"
+            )
         try:
             gnn = AttributionGNN(GNNConfig(**ckpt["config"]))
             gnn.load_state_dict(ckpt["state_dict"])
@@ -149,4 +172,3 @@ def default_model_path() -> Path:
     """``rrsi.config.default_home()/models/attribution.pt``, where the default model lives
     (:func:`rrsi.sim.attribution_data.default_attribution_model` trains it there on first use)."""
     return default_home() / "models" / "attribution.pt"
-

@@ -4,6 +4,7 @@
 - first failing step: the earliest failing step by timestamp;
 - random: a uniformly drawn failing step.
 """
+
 from __future__ import annotations
 
 import random
@@ -38,7 +39,11 @@ def _attribution(trace: Trace, blamed: list[StepRecord], model: str) -> Attribut
         agent_blame[s.agent] += share
         step_blame[s.step_id] += share
     return Attribution(
-        agent_blame=agent_blame, step_blame=step_blame, root_agent=blamed[0].agent, decisive_step=blamed[0].step_id, model=model
+        agent_blame=agent_blame,
+        step_blame=step_blame,
+        root_agent=blamed[0].agent,
+        decisive_step=blamed[0].step_id,
+        model=model,
     )
 
 

@@ -1,4 +1,5 @@
 """The dependency graph between agents: who consumes whose output."""
+
 from __future__ import annotations
 
 import json

@@ -5,6 +5,7 @@ per process on first use with the Hugging Face hub switched offline. Vectors are
 L2-normalized and cached under ``<cache_dir>/<sha256[:2]>/<sha256>.npy`` keyed by the
 SHA-256 of the text, plus an in-memory map, so repeated evaluation runs embed nothing twice.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -106,9 +107,16 @@ class Embedder:
                 out[i] = vec
         if missing:
             todo = list(missing)
-            vectors = _model().encode(
-                [texts[missing[k][0]] for k in todo], batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False
-            ).astype(np.float32)
+            vectors = (
+                _model()
+                .encode(
+                    [texts[missing[k][0]] for k in todo],
+                    batch_size=self.batch_size,
+                    normalize_embeddings=True,
+                    show_progress_bar=False,
+                )
+                .astype(np.float32)
+            )
             self.computed += len(todo)
             for key, vec in zip(todo, vectors):
                 self._store(key, vec)

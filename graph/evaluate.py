@@ -6,6 +6,7 @@ one, e.g. true step ``1`` counts for predicted ``12``). Every method sees the sa
 the label-free baselines ignore the training folds, the name prior learns from them only.
 Nothing reads the question's ``ground_truth`` answer.
 """
+
 from __future__ import annotations
 
 import random
@@ -17,15 +18,19 @@ from pathlib import Path
 import numpy as np
 
 from rrsi.errors import UserError
-
 from rrsi.graph.embedding import Embedder, default_embedder
 from rrsi.graph.gnn import GNNConfig
 from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
 from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
 
 __all__ = [
-    "Prediction", "MethodScores", "kfold", "official_match", "whowhen_baselines",
-    "evaluate_whowhen", "WHOWHEN_METRICS",
+    "Prediction",
+    "MethodScores",
+    "kfold",
+    "official_match",
+    "whowhen_baselines",
+    "evaluate_whowhen",
+    "WHOWHEN_METRICS",
 ]
 
 WHOWHEN_METRICS = ("agent_exact", "agent_official", "step_exact", "step_official")
@@ -160,15 +165,18 @@ def evaluate_whowhen(
         test = [logs[i] for i in test_idx]
         model = fit(from_whowhen(train), gnn_config, train_config or TrainConfig(seed=seed), embedder)
         attributions = model.attribute([log.trace for log in test])
-        preds = [Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)]
+        preds = [
+            Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)
+        ]
         scores.setdefault("gnn", MethodScores()).add(test, preds)
         for name, method in whowhen_baselines(train, seed).items():
             scores.setdefault(name, MethodScores()).add(test, [method(log) for log in test])
         if on_fold is not None:
             on_fold(k)
     return {
-        "logs": len(logs), "skipped": skipped, "folds": folds,
+        "logs": len(logs),
+        "skipped": skipped,
+        "folds": folds,
         "methods": {name: s.summary() for name, s in scores.items()},
         "per_fold": {name: s.folds for name, s in scores.items()},
     }
-

@@ -7,6 +7,7 @@ steps, timing, tool use, the agent's historical failure rate where known, the er
 and the cosine similarity of the step text to the task text. Agent features
 (``AGENT_FEATURES``) aggregate the agent's steps and its place in the trace.
 """
+
 from __future__ import annotations
 
 import math
@@ -20,19 +21,59 @@ from rrsi.schema import ERROR_TYPES, Trace
 __all__ = ["STEP_FEATURES", "AGENT_FEATURES", "TraceFeatures", "trace_features", "own_failure_rates"]
 
 STEP_FEATURES: tuple[str, ...] = (
-    "failed", "parents_failed_frac", "failing_ancestor", "upstream_root", "failing_child",
-    "rel_index", "is_first", "is_last", "log_index", "rel_depth", "n_parents", "n_children",
-    "agent_rel_pos", "agent_first", "agent_last", "log_time", "rel_time_rank",
-    "calls_tools", "log_tool_calls", "tool_output", "first_tool_caller", "agent_first_tool_call",
-    "log_chars", "history_rate", "history_known",
-    *(f"type_{t}" for t in ERROR_TYPES), "type_unknown",
-    "task_similarity", "next_tool_output", "prev_tool_output", "agent_share", "log_agents", "log_steps",
+    "failed",
+    "parents_failed_frac",
+    "failing_ancestor",
+    "upstream_root",
+    "failing_child",
+    "rel_index",
+    "is_first",
+    "is_last",
+    "log_index",
+    "rel_depth",
+    "n_parents",
+    "n_children",
+    "agent_rel_pos",
+    "agent_first",
+    "agent_last",
+    "log_time",
+    "rel_time_rank",
+    "calls_tools",
+    "log_tool_calls",
+    "tool_output",
+    "first_tool_caller",
+    "agent_first_tool_call",
+    "log_chars",
+    "history_rate",
+    "history_known",
+    *(f"type_{t}" for t in ERROR_TYPES),
+    "type_unknown",
+    "task_similarity",
+    "next_tool_output",
+    "prev_tool_output",
+    "agent_share",
+    "log_agents",
+    "log_steps",
 )
 AGENT_FEATURES: tuple[str, ...] = (
-    "any_failed", "failed_frac", "has_upstream_root", "step_share", "first_rel", "last_rel",
-    "first_speaker", "last_speaker", "mean_rel_depth", "tool_call_share", "tool_executor",
-    "first_tool_caller", "history_rate", "history_known", "has_upstream_agent", "has_downstream_agent",
-    "mean_task_similarity", "log_steps",
+    "any_failed",
+    "failed_frac",
+    "has_upstream_root",
+    "step_share",
+    "first_rel",
+    "last_rel",
+    "first_speaker",
+    "last_speaker",
+    "mean_rel_depth",
+    "tool_call_share",
+    "tool_executor",
+    "first_tool_caller",
+    "history_rate",
+    "history_known",
+    "has_upstream_agent",
+    "has_downstream_agent",
+    "mean_task_similarity",
+    "log_steps",
 )
 
 
@@ -96,7 +137,7 @@ def _structure(trace: Trace) -> tuple[list[int], list[bool], list[bool], list[in
                 done[i] = True
             break
         pending = rest
-    for i, s in enumerate(trace.steps):
+    for s in trace.steps:
         for p in s.parents:
             children[index[p]] += 1
             failing_child[index[p]] |= s.failed
@@ -139,23 +180,48 @@ def trace_features(
         parents = [step_index[p] for p in s.parents]
         etype = error_types.get(s.error_code) if failed[i] else None
         agent_calls = [j for j in mine if steps[j].tool_calls > 0]
-        rows.append((
-            float(failed[i]), sum(failed[p] for p in parents) / len(parents) if parents else 0.0,
-            float(tainted[i]), float(failed[i] and not tainted[i]), float(failing_child[i]),
-            i / denom, float(i == 0), float(i == n - 1), math.log1p(i) / 3, depth[i] / max_depth,
-            min(len(parents), 3) / 3, min(children[i], 3) / 3,
-            k / max(len(mine) - 1, 1), float(k == 0), float(k == len(mine) - 1),
-            math.log1p(s.execution_time), float(time_rank[i]) / denom,
-            float(s.tool_calls > 0), math.log1p(s.tool_calls), float(bool(s.tools) and s.tool_calls == 0),
-            float(i == first_caller), float(bool(agent_calls) and agent_calls[0] == i),
-            math.log1p(s.output.chars) / 10, history.get(s.agent, 0.0), float(s.agent in history),
-            *(float(etype == t) for t in ERROR_TYPES), float(failed[i] and etype not in ERROR_TYPES),
-            float(sim[i]), float(i + 1 < n and bool(steps[i + 1].tools)), float(i > 0 and bool(steps[i - 1].tools)),
-            len(mine) / n, log_agents, log_steps,
-        ))
+        rows.append(
+            (
+                float(failed[i]),
+                sum(failed[p] for p in parents) / len(parents) if parents else 0.0,
+                float(tainted[i]),
+                float(failed[i] and not tainted[i]),
+                float(failing_child[i]),
+                i / denom,
+                float(i == 0),
+                float(i == n - 1),
+                math.log1p(i) / 3,
+                depth[i] / max_depth,
+                min(len(parents), 3) / 3,
+                min(children[i], 3) / 3,
+                k / max(len(mine) - 1, 1),
+                float(k == 0),
+                float(k == len(mine) - 1),
+                math.log1p(s.execution_time),
+                float(time_rank[i]) / denom,
+                float(s.tool_calls > 0),
+                math.log1p(s.tool_calls),
+                float(bool(s.tools) and s.tool_calls == 0),
+                float(i == first_caller),
+                float(bool(agent_calls) and agent_calls[0] == i),
+                math.log1p(s.output.chars) / 10,
+                history.get(s.agent, 0.0),
+                float(s.agent in history),
+                *(float(etype == t) for t in ERROR_TYPES),
+                float(failed[i] and etype not in ERROR_TYPES),
+                float(sim[i]),
+                float(i + 1 < n and bool(steps[i + 1].tools)),
+                float(i > 0 and bool(steps[i - 1].tools)),
+                len(mine) / n,
+                log_agents,
+                log_steps,
+            )
+        )
     step_x = np.asarray(rows, dtype=np.float32)
     author = np.fromiter((agent_index[s.agent] for s in steps), dtype=np.int64, count=n)
-    parent_edges = np.array([(step_index[p], i) for i, s in enumerate(steps) for p in s.parents], dtype=np.int64).reshape(-1, 2).T
+    parent_edges = (
+        np.array([(step_index[p], i) for i, s in enumerate(steps) for p in s.parents], dtype=np.int64).reshape(-1, 2).T
+    )
     agent_pairs = sorted({(author[u], author[v]) for u, v in parent_edges.T if author[u] != author[v]})
     agent_edges = np.array(agent_pairs, dtype=np.int64).reshape(-1, 2).T
     agent_x = _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author, n)
@@ -163,7 +229,9 @@ def trace_features(
     step_cand = failed if failed.any() else np.ones(n, dtype=bool)
     agent_cand = np.zeros(len(agents), dtype=bool)
     agent_cand[author[step_cand]] = True
-    return TraceFeatures([s.step_id for s in steps], agents, step_x, agent_x, parent_edges, agent_edges, author, step_cand, agent_cand)
+    return TraceFeatures(
+        [s.step_id for s in steps], agents, step_x, agent_x, parent_edges, agent_edges, author, step_cand, agent_cand
+    )
 
 
 def _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author, n) -> np.ndarray:
@@ -187,9 +255,23 @@ def _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author,
     known = np.array([a in history for a in agents], dtype=np.float32)
     rate = np.array([history.get(a, 0.0) for a in agents], dtype=np.float32)
     columns = [
-        sums[:, col["failed"]] > 0, mean[:, col["failed"]], sums[:, col["upstream_root"]] > 0,
-        counts / n, first / denom, last / denom, first == 0, last == n - 1,
-        mean[:, col["rel_depth"]], mean[:, col["calls_tools"]], sums[:, col["tool_output"]] == counts,
-        caller, rate, known, has_up, has_down, mean[:, col["task_similarity"]], np.log1p(counts) / 3,
+        sums[:, col["failed"]] > 0,
+        mean[:, col["failed"]],
+        sums[:, col["upstream_root"]] > 0,
+        counts / n,
+        first / denom,
+        last / denom,
+        first == 0,
+        last == n - 1,
+        mean[:, col["rel_depth"]],
+        mean[:, col["calls_tools"]],
+        sums[:, col["tool_output"]] == counts,
+        caller,
+        rate,
+        known,
+        has_up,
+        has_down,
+        mean[:, col["task_similarity"]],
+        np.log1p(counts) / 3,
     ]
     return np.stack([np.asarray(c, dtype=np.float32) for c in columns], axis=1)

@@ -7,7 +7,8 @@ with one :class:`~torch_geometric.nn.SAGEConv` per edge type update them with re
 connections:
 
 .. math::
-    h_v^{(l+1)} = h_v^{(l)} + \mathrm{ReLU}\Big(\sum_{r} W_r^{(l)} h_v^{(l)} + U_r^{(l)} \operatorname{mean}_{u \in N_r(v)} h_u^{(l)}\Big)
+    h_v^{(l+1)} = h_v^{(l)} + \mathrm{ReLU}\Big(\sum_{r} W_r^{(l)} h_v^{(l)}
+        + U_r^{(l)} \operatorname{mean}_{u \in N_r(v)} h_u^{(l)}\Big)
 
 and a linear head on ``[h^{(0)} ‖ h^{(L)}]`` gives one logit per node. An agent's logit also
 collects the evidence against its candidate steps,
@@ -18,6 +19,7 @@ collects the evidence against its candidate steps,
 so the agent and step heads agree on who wrote the decisive step. Blame is a softmax of
 the logits over the candidate nodes of each incident.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -81,7 +83,9 @@ def candidate_softmax(logits: torch.Tensor, candidate: torch.Tensor, batch: torc
     return softmax(masked, batch).nan_to_num(0.0)
 
 
-def _group_logsumexp(values: torch.Tensor, keep: torch.Tensor, group: torch.Tensor, member: torch.Tensor, size: int) -> torch.Tensor:
+def _group_logsumexp(
+    values: torch.Tensor, keep: torch.Tensor, group: torch.Tensor, member: torch.Tensor, size: int
+) -> torch.Tensor:
     """``log Σ exp(values[member])`` per group over kept members; groups without one get 0.
 
     Shapes:
@@ -114,7 +118,8 @@ class AttributionGNN(nn.Module):
         self.text = nn.ModuleDict({t: nn.Linear(EMBED_DIM, c.text_dim) for t in NODE_TYPES}) if c.text else None
         self.encode = nn.ModuleDict({t: nn.Linear(_IN_DIMS[t] + extra, c.hidden) for t in NODE_TYPES})
         self.convs = nn.ModuleList(
-            HeteroConv({et: SAGEConv((c.hidden, c.hidden), c.hidden) for et in EDGE_TYPES}, aggr="sum") for _ in range(c.layers)
+            HeteroConv({et: SAGEConv((c.hidden, c.hidden), c.hidden) for et in EDGE_TYPES}, aggr="sum")
+            for _ in range(c.layers)
         )
         self.head = nn.ModuleDict({t: nn.Linear(2 * c.hidden, 1) for t in NODE_TYPES})
         self.drop = nn.Dropout(c.dropout)
@@ -137,7 +142,9 @@ class AttributionGNN(nn.Module):
             h = {t: h[t] + self.drop(torch.relu(update[t])) if t in update else h[t] for t in NODE_TYPES}
         logits = {t: self.head[t](torch.cat([h0[t], h[t]], dim=-1)).squeeze(-1) for t in NODE_TYPES}
         author, step = data["agent", "authors", "step"].edge_index
-        return logits["step"], logits["agent"] + _group_logsumexp(logits["step"], data["step"].candidate, author, step, len(logits["agent"]))
+        return logits["step"], logits["agent"] + _group_logsumexp(
+            logits["step"], data["step"].candidate, author, step, len(logits["agent"])
+        )
 
     def blame(self, data: HeteroData) -> tuple[torch.Tensor, torch.Tensor]:
         """``(step_blame [ΣS], agent_blame [ΣA])``: per-incident softmax over candidates."""

@@ -9,6 +9,7 @@ agents and for steps:
 where ``p`` is the softmax over the incident's candidates; several true roots share the
 mass. Training is full-batch Adam with weight decay: the incident graphs are built once.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
@@ -18,12 +19,11 @@ import torch
 from torch_geometric.utils import scatter
 
 from rrsi.errors import SchemaError
-from rrsi.schema import Trace
-
 from rrsi.graph.attribution import AttributionModel
 from rrsi.graph.embedding import Embedder
 from rrsi.graph.gnn import AttributionGNN, GNNConfig, candidate_softmax
 from rrsi.graph.incident_graph import IncidentBatch, incident_batch
+from rrsi.schema import Trace
 from rrsi.traces.whowhen import WhoWhenLog
 
 __all__ = ["Example", "TrainConfig", "from_whowhen", "root_loss", "fit"]
@@ -60,7 +60,10 @@ class TrainConfig:
         if self.epochs < 1:
             raise ValueError(f"epochs: must be ≥ 1 (got {self.epochs})")
         if self.lr <= 0 or self.weight_decay < 0 or self.step_weight < 0:
-            raise ValueError(f"lr must be > 0, weight_decay and step_weight ≥ 0 (got {self.lr}, {self.weight_decay}, {self.step_weight})")
+            raise ValueError(
+                "lr must be > 0, weight_decay and step_weight ≥ 0 "
+                f"(got {self.lr}, {self.weight_decay}, {self.step_weight})"
+            )
 
 
 def from_whowhen(logs: Sequence[WhoWhenLog]) -> list[Example]:
@@ -72,7 +75,9 @@ def from_whowhen(logs: Sequence[WhoWhenLog]) -> list[Example]:
     ]
 
 
-def root_loss(logits: torch.Tensor, candidate: torch.Tensor, target: torch.Tensor, batch: torch.Tensor, num_graphs: int) -> torch.Tensor:
+def root_loss(
+    logits: torch.Tensor, candidate: torch.Tensor, target: torch.Tensor, batch: torch.Tensor, num_graphs: int
+) -> torch.Tensor:
     """Mean over incidents with a labelled root of ``-log Σ_{roots} p``.
 
     Shapes:
@@ -87,7 +92,9 @@ def root_loss(logits: torch.Tensor, candidate: torch.Tensor, target: torch.Tenso
 def _loss(gnn: AttributionGNN, batch: IncidentBatch, step_weight: float) -> torch.Tensor:
     data = batch.data
     step_logits, agent_logits = gnn(data)
-    agent = root_loss(agent_logits, data["agent"].candidate, data["agent"].target, data["agent"].batch, batch.num_graphs)
+    agent = root_loss(
+        agent_logits, data["agent"].candidate, data["agent"].target, data["agent"].batch, batch.num_graphs
+    )
     step = root_loss(step_logits, data["step"].candidate, data["step"].target, data["step"].batch, batch.num_graphs)
     return agent + step_weight * step
 
@@ -116,7 +123,10 @@ def fit(
         raise SchemaError("embedder: a model with text=True needs an embedder to train")
     torch.manual_seed(train_config.seed)
     batch = incident_batch(
-        [e.trace for e in examples], embedder if gnn_config.text else None, history, error_types,
+        [e.trace for e in examples],
+        embedder if gnn_config.text else None,
+        history,
+        error_types,
         [(set(e.root_agents), set(e.root_steps)) for e in examples],
     )
     gnn = AttributionGNN(gnn_config)
@@ -130,4 +140,3 @@ def fit(
         if on_epoch is not None:
             on_epoch(epoch, loss.item())
     return AttributionModel(gnn.eval(), error_types, embedder=embedder)
-

@@ -14,6 +14,7 @@ Each node type carries ``batch`` (its incident), ``candidate`` (the nodes one ma
 the failing steps and their agents, or everything when no step reports a failure) and,
 for training, ``target``.
 """
+
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
@@ -24,10 +25,9 @@ import torch
 from torch_geometric.data import HeteroData
 
 from rrsi.errors import SchemaError
-from rrsi.schema import Trace
-
 from rrsi.graph.embedding import EMBED_DIM, Embedder
 from rrsi.graph.features import TraceFeatures, trace_features
+from rrsi.schema import Trace
 
 __all__ = ["EDGE_TYPES", "IncidentBatch", "incident_batch", "task_text"]
 
@@ -68,10 +68,12 @@ def task_text(trace: Trace) -> str:
 def _texts(traces: Sequence[Trace], embedder: Embedder | None) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Per trace, step embeddings ``[S, 384]`` and task similarities ``[S]`` (zeros without embedder)."""
     if embedder is None:
-        return [np.zeros((len(t.steps), EMBED_DIM), np.float32) for t in traces], [np.zeros(len(t.steps), np.float32) for t in traces]
+        return [np.zeros((len(t.steps), EMBED_DIM), np.float32) for t in traces], [
+            np.zeros(len(t.steps), np.float32) for t in traces
+        ]
     texts = [s.scratchpad for t in traces for s in t.steps] + [task_text(t) for t in traces]
     vectors = embedder.embed(texts)
-    tasks = vectors[-len(traces):]
+    tasks = vectors[-len(traces) :]
     out, sims, at = [], [], 0
     for t, task in zip(traces, tasks):
         emb = vectors[at : at + len(t.steps)]
@@ -100,9 +102,13 @@ def _fill(data: HeteroData, feats: list[TraceFeatures], embeddings: list[np.ndar
     data["step"].candidate = torch.from_numpy(np.concatenate([f.step_candidates for f in feats]))
     data["agent"].candidate = torch.from_numpy(np.concatenate([f.agent_candidates for f in feats]))
     flow = _edges([(f.parent_edges, s, s) for f, s in zip(feats, step_off)])
-    authorship = _edges([(np.stack([f.author, np.arange(len(f.author))]), a, s) for f, a, s in zip(feats, agent_off, step_off)])
+    authorship = _edges(
+        [(np.stack([f.author, np.arange(len(f.author))]), a, s) for f, a, s in zip(feats, agent_off, step_off)]
+    )
     agent_flow = _edges([(f.agent_edges, a, a) for f, a in zip(feats, agent_off)])
-    for (src, rel, dst), index in zip(EDGE_TYPES, (flow, flow.flip(0), authorship, authorship.flip(0), agent_flow, agent_flow.flip(0))):
+    for (src, rel, dst), index in zip(
+        EDGE_TYPES, (flow, flow.flip(0), authorship, authorship.flip(0), agent_flow, agent_flow.flip(0))
+    ):
         data[src, rel, dst].edge_index = index
 
 
@@ -137,6 +143,10 @@ def incident_batch(
     data = HeteroData()
     _fill(data, feats, embeddings)
     if targets is not None:
-        data["agent"].target = torch.from_numpy(np.concatenate([[a in ag for a in f.agents] for f, (ag, _) in zip(feats, targets)]).astype(bool))
-        data["step"].target = torch.from_numpy(np.concatenate([[s in st for s in f.step_ids] for f, (_, st) in zip(feats, targets)]).astype(bool))
+        data["agent"].target = torch.from_numpy(
+            np.concatenate([[a in ag for a in f.agents] for f, (ag, _) in zip(feats, targets)]).astype(bool)
+        )
+        data["step"].target = torch.from_numpy(
+            np.concatenate([[s in st for s in f.step_ids] for f, (_, st) in zip(feats, targets)]).astype(bool)
+        )
     return IncidentBatch(data, [t.trace_id for t in traces], [f.step_ids for f in feats], [f.agents for f in feats])

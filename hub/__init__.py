@@ -4,6 +4,7 @@
 with it Ray) is imported on first use, so :mod:`rrsi.hub.lm` runs where Ray is not installed
 (the GPU check's device machine).
 """
+
 from __future__ import annotations
 
 __all__ = ["connect", "HubClient", "AgentHandle"]

@@ -1,4 +1,5 @@
 """What one analysis pass of the hub did, returned by value (:meth:`ReflectionHub.analyze`)."""
+
 from __future__ import annotations
 
 from pydantic import Field

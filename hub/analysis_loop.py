@@ -3,6 +3,7 @@
 A pass that raises is logged with its traceback and counted, and the loop goes on with the
 next pass: a hub left running for weeks must not stop analysing because one pass failed.
 """
+
 from __future__ import annotations
 
 import logging
@@ -56,4 +57,9 @@ class AnalysisLoop:
             self._thread.join(timeout)
 
     def status(self) -> dict:
-        return {"passes": self.passes, "errors": self.errors, "last_error": self.last_error, "last_pass_at": self.last_pass_at}
+        return {
+            "passes": self.passes,
+            "errors": self.errors,
+            "last_error": self.last_error,
+            "last_pass_at": self.last_pass_at,
+        }

@@ -18,6 +18,7 @@ p < α, θ̂ > θ₀ = ``canary_margin`` and at least ``canary_min_sample`` cand
 back when the same test with θ₀ = 0 says it fails more, or at ``canary_max_sample`` steps
 without a verdict. τ = ``canary_mixing_sd`` is the effect size the test is most sensitive to.
 """
+
 from __future__ import annotations
 
 import math
@@ -64,7 +65,10 @@ def canary_verdict(cand: tuple[int, int], inc: tuple[int, int], config: HubConfi
     p_worse = always_valid_p(cand, inc, 0.0, tau) if theta < 0 else 1.0
     enough = n >= config.canary_min_sample
     if enough and p_better < config.canary_alpha:
-        decision, reason = "promote", f"candidate better: always-valid p = {p_better:.3g} < {config.canary_alpha} on {n} steps"
+        decision, reason = (
+            "promote",
+            f"candidate better: always-valid p = {p_better:.3g} < {config.canary_alpha} on {n} steps",
+        )
     elif enough and p_worse < config.canary_alpha:
         decision, reason = "rollback", f"candidate worse: always-valid p = {p_worse:.3g} on {n} steps"
     elif n >= config.canary_max_sample:

@@ -1,17 +1,18 @@
 """The Python API: connect to a hub and register your own agents as harness actors.
 
-    from rrsi.hub import connect
+from rrsi.hub import connect
 
-    hub = connect()                                   # local Ray, or connect("ray://host:10001")
-    summarize = hub.register_agent(
-        "summarize", summarize_fn,                    # any callable (task, params) -> result
-        params=[{"name": "max_words", "kind": "int", "low": 20, "high": 400, "init": 60,
-                 "error_code": "SUMMARY_TRUNCATED_001", "error_type": "format"}],
-        depends_on=["retrieve"], domain_terms=["summary", "word limit"],
-    )
-    summarize.run({"task_id": "t1", "trace_id": "t1", "payload": text})
-    hub.analyze()
+hub = connect()                                   # local Ray, or connect("ray://host:10001")
+summarize = hub.register_agent(
+    "summarize", summarize_fn,                    # any callable (task, params) -> result
+    params=[{"name": "max_words", "kind": "int", "low": 20, "high": 400, "init": 60,
+             "error_code": "SUMMARY_TRUNCATED_001", "error_type": "format"}],
+    depends_on=["retrieve"], domain_terms=["summary", "word limit"],
+)
+summarize.run({"task_id": "t1", "trace_id": "t1", "payload": text})
+hub.analyze()
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -22,9 +23,8 @@ import ray
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig, default_store_path
 from rrsi.errors import ActorFailure
-from rrsi.schema import AgentSpec, ParamSpec, validate
-
 from rrsi.hub.hub import NAMESPACE, get_or_create_hub
+from rrsi.schema import AgentSpec, ParamSpec, validate
 
 __all__ = ["HubClient", "AgentHandle", "connect"]
 
@@ -73,20 +73,30 @@ class HubClient:
         domain_terms: list[str] = (),
     ) -> AgentHandle:
         """Register ``fn(task, params) -> result`` as agent ``name`` and start its harness actor."""
-        spec = validate(AgentSpec, {"name": name, "params": [p if isinstance(p, dict) else p.model_dump() for p in params],
-                                    "depends_on": list(depends_on), "domain_terms": list(domain_terms)}, where="agent")
+        spec = validate(
+            AgentSpec,
+            {
+                "name": name,
+                "params": [p if isinstance(p, dict) else p.model_dump() for p in params],
+                "depends_on": list(depends_on),
+                "domain_terms": list(domain_terms),
+            },
+            where="agent",
+        )
         _call(self.hub.register_agent.remote(spec.model_dump()))
         registry = _call(self.hub.registry_entries.remote())
-        actor = HarnessActor.options(name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness"), get_if_exists=True).remote(
-            spec.model_dump(), fn, registry, self.hub
-        )
+        actor = HarnessActor.options(
+            name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness"), get_if_exists=True
+        ).remote(spec.model_dump(), fn, registry, self.hub)
         return AgentHandle(name, actor)
 
     def agent(self, name: str) -> AgentHandle:
         try:
             return AgentHandle(name, ray.get_actor(harness_name(name), namespace=NAMESPACE))
         except ValueError:
-            raise ActorFailure(f"agent {name!r}: no harness actor {harness_name(name)!r} in namespace {NAMESPACE!r}") from None
+            raise ActorFailure(
+                f"agent {name!r}: no harness actor {harness_name(name)!r} in namespace {NAMESPACE!r}"
+            ) from None
 
     def __getattr__(self, method: str):
         """Any hub method, called remotely: ``agents()``, ``analyze()``, ``incidents()``, ``approve(id)``…"""
@@ -116,4 +126,3 @@ def connect(
             ray.init(namespace=NAMESPACE, dashboard_host="127.0.0.1")
     path = Path(store) if store else default_store_path()
     return HubClient(get_or_create_hub(str(path), config, detached=detached))
-

@@ -10,6 +10,7 @@ its failing agents that did not fail by propagation; an agent is a root cause in
 when its own parameters (not noise, not propagation) caused at least one failure; an update
 to any other agent is spurious.
 """
+
 from __future__ import annotations
 
 import time
@@ -22,12 +23,11 @@ from pydantic import BaseModel, Field
 
 from rrsi.agents.executor import Task
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
+from rrsi.config import HubConfig
+from rrsi.hub.hub import HUB_NAME, NAMESPACE, get_or_create_hub
+from rrsi.scenario import Scenario
 from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
-from rrsi.config import HubConfig
-from rrsi.scenario import Scenario
-
-from rrsi.hub.hub import HUB_NAME, NAMESPACE, get_or_create_hub
 
 __all__ = ["MODES", "RoundResult", "ModeResult", "PipelineRun", "run_demo"]
 
@@ -69,7 +69,10 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "spurious_updates": sum(r.spurious_updates for r in mode.rounds),
         "attribution_top1": sum(tops) / len(tops) if tops else None,
         "attribution_model": last.attribution_model,
-        "reflections": {b: sum(r.reflections.get(b, 0) for r in mode.rounds) for b in sorted({b for r in mode.rounds for b in r.reflections})},
+        "reflections": {
+            b: sum(r.reflections.get(b, 0) for r in mode.rounds)
+            for b in sorted({b for r in mode.rounds for b in r.reflections})
+        },
         "drift": last.drift,
         "retrainings": sum(r.retrained for r in mode.rounds),
         "max_drift_non_root": max(bystanders.values(), default=0.0),
@@ -91,7 +94,9 @@ def _wait_released(names: list[str], timeout: float = 30.0) -> None:
 class PipelineRun:
     """One mode of one scenario: a hub actor, one harness actor per agent, rounds of tasks."""
 
-    def __init__(self, scenario: Scenario, mode: str, store_path: str, seed: int = 0, config: HubConfig | None = None) -> None:
+    def __init__(
+        self, scenario: Scenario, mode: str, store_path: str, seed: int = 0, config: HubConfig | None = None
+    ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
         self.scenario, self.mode, self.seed = scenario, mode, seed
@@ -101,7 +106,9 @@ class PipelineRun:
             ray.get(self.hub.register_agent.remote(scenario.agent(name).spec().model_dump()))
         registry = ray.get(self.hub.registry_entries.remote())
         self.harnesses = {
-            name: HarnessActor.options(name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness")).remote(
+            name: HarnessActor.options(
+                name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness")
+            ).remote(
                 scenario.agent(name).spec().model_dump(), SimulatedExecutor(scenario, name, seed), registry, self.hub
             )
             for name in scenario.order()
@@ -115,6 +122,7 @@ class PipelineRun:
     def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
         """Run one round of tasks level by level, every trace of a level in one batch per harness
         actor; returns trace → agent → outcome."""
+
         def run_level(tasks: dict[str, list[Task]]) -> dict[str, list[dict]]:
             refs = {a: self.harnesses[a].run_batch.remote([t.model_dump() for t in ts]) for a, ts in tasks.items()}
             return {a: ray.get(ref) for a, ref in refs.items()}
@@ -209,4 +217,3 @@ def run_demo(
                 on_round(mode, result)
         out["modes"][mode] = run.finish().model_dump()
     return out
-

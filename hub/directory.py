@@ -4,6 +4,7 @@ The store is the source of truth: a hub that restarts rebuilds its directory fro
 agents it finds there. Parameters are read from the store too, so every part of the hub
 sees the same last promoted version of an agent.
 """
+
 from __future__ import annotations
 
 from rrsi.error_codes import ErrorCodeRegistry, default_registry

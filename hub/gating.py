@@ -9,6 +9,7 @@ By the risk tier of the parameter an action targets:
   approval (``rrsi approve PLAN``); ``approval="auto"`` stands in for a human who approves
   whatever passed the other two conditions.
 """
+
 from __future__ import annotations
 
 import time
@@ -37,7 +38,11 @@ class Gate:
             return GateDecision(**decision, eligible=True, reason="low risk: always eligible")
         if p.risk == "medium":
             ok = confidence >= cfg.medium_confidence
-            return GateDecision(**decision, eligible=ok, reason=f"medium risk: confidence {confidence:.2f} {'>=' if ok else '<'} {cfg.medium_confidence}")
+            return GateDecision(
+                **decision,
+                eligible=ok,
+                reason=f"medium risk: confidence {confidence:.2f} {'>=' if ok else '<'} {cfg.medium_confidence}",
+            )
         errors = self.recent_errors(p.error_type)
         missing = []
         if not confidence > cfg.high_confidence:
@@ -46,7 +51,9 @@ class Gate:
             missing.append(f"{errors} {p.error_type} errors in the window < {cfg.high_risk_min_errors}")
         if not missing and not (approved or cfg.approval == "auto"):
             missing.append("awaiting human approval (rrsi approve)")
-        reason = "high risk: " + ("; ".join(missing) if missing else f"confidence {confidence:.2f}, {errors} {p.error_type} errors, approved")
+        reason = "high risk: " + (
+            "; ".join(missing) if missing else f"confidence {confidence:.2f}, {errors} {p.error_type} errors, approved"
+        )
         return GateDecision(**decision, eligible=not missing, reason=reason)
 
     def split(self, joint: JointReflection, specs: dict[str, AgentSpec], approved: bool = False):

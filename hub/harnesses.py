@@ -5,6 +5,7 @@ so a plan over six agents costs one round trip, not six. A harness that is not r
 (no Ray, or its actor is gone) is skipped: it reads its parameters from the hub's store
 when it starts again.
 """
+
 from __future__ import annotations
 
 import logging
@@ -64,12 +65,16 @@ class Harnesses:
     def install(self, plan: UpdatePlan) -> None:
         """Push a promoted plan's params; a harness that does not take them resumes from the store."""
         handles = self._handles(u.agent for u in plan.updates)
-        refs = [handles[u.agent].set_params.remote(u.version_new, u.theta_new) for u in plan.updates if u.agent in handles]
+        refs = [
+            handles[u.agent].set_params.remote(u.version_new, u.theta_new) for u in plan.updates if u.agent in handles
+        ]
         for ref in refs:
             try:
                 ray.get(ref)
             except _UNREACHABLE as exc:
-                log.warning("plan %s: a harness did not take its update now (%s); it resumes from the store", plan.plan_id, exc)
+                log.warning(
+                    "plan %s: a harness did not take its update now (%s); it resumes from the store", plan.plan_id, exc
+                )
 
     def reconcile(self, targets: dict[str, tuple[int, dict[str, float]]]) -> None:
         """Bring each live harness to its target ``(version, values)`` where it runs another version."""

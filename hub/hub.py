@@ -9,6 +9,7 @@ and the :class:`~rrsi.hub.analysis_loop.AnalysisLoop`. Everything the hub decide
 persisted in its :class:`~rrsi.store.Store` before it takes effect, so a restarted hub or
 harness resumes from the store. One lock serialises actor calls and the loop's passes.
 """
+
 from __future__ import annotations
 
 import functools
@@ -22,9 +23,6 @@ import ray
 from rrsi.agents.harness import node_resources
 from rrsi.config import HubConfig
 from rrsi.errors import SchemaError
-from rrsi.schema import AgentSpec, StepRecord, Trace, validate
-from rrsi.store import SAMPLE_STATES, Store
-
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.analysis_loop import AnalysisLoop
 from rrsi.hub.directory import AgentDirectory
@@ -37,6 +35,8 @@ from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
 from rrsi.hub.views import incident_list, incident_view
+from rrsi.schema import AgentSpec, StepRecord, Trace, validate
+from rrsi.store import SAMPLE_STATES, Store
 
 __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_hub"]
 
@@ -66,14 +66,18 @@ class ReflectionHub:
         namespace: Ray namespace where harness actors ``harness:<agent>`` live.
     """
 
-    def __init__(self, store_path: str = ":memory:", config: HubConfig | dict | None = None, namespace: str = NAMESPACE):
+    def __init__(
+        self, store_path: str = ":memory:", config: HubConfig | dict | None = None, namespace: str = NAMESPACE
+    ):
         self.config = validate(HubConfig, config or {}, where="config")
         self.store = Store(store_path)
         self.metrics = HubMetrics()
         self.directory = AgentDirectory(self.store)
         self.intake = Ingestor(self.store, self.directory, self.metrics)
         gate = Gate(self.store, self.directory.codes, self.config)
-        self.lifecycle = PlanLifecycle(self.store, self.config, gate, self.directory, Harnesses(namespace), self.metrics)
+        self.lifecycle = PlanLifecycle(
+            self.store, self.config, gate, self.directory, Harnesses(namespace), self.metrics
+        )
         self.reflectors = Reflectors(self.config, self.directory.codes, self.store, namespace)
         self.pipeline = IncidentPipeline(
             self.store, self.config, self.directory, self.reflectors, gate, self.lifecycle, self.metrics

@@ -13,6 +13,7 @@ agent that only ever shows noise holds at most that many), each record counted o
 when a pass that failed is retried. An incident is stored once its reflection is made, so
 a pass that fails before leaves its traces to be analysed again.
 """
+
 from __future__ import annotations
 
 import time
@@ -20,10 +21,6 @@ import time
 from rrsi.config import HubConfig
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
-from rrsi.sim.attribution_data import default_attribution_model
-from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
-from rrsi.store import Store
-
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
@@ -32,6 +29,9 @@ from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
+from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
+from rrsi.sim.attribution_data import default_attribution_model
+from rrsi.store import Store
 
 __all__ = ["Attributor", "IncidentPipeline", "record"]
 

@@ -4,6 +4,7 @@ Failures in one trace form one incident; failing traces that started within
 ``window_s`` of each other and whose failing agents lie in one connected part of the
 dependency graph are merged into the same incident.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -7,6 +7,7 @@ them again as the store's failing traces that no incident covers yet. Traces who
 failed go back to the queue; after ``MAX_ATTEMPTS`` failed passes they are parked in the
 store with the reason, and never analysed again.
 """
+
 from __future__ import annotations
 
 import json
@@ -15,11 +16,10 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from rrsi.errors import SchemaError
-from rrsi.schema import StepRecord, validate
-from rrsi.store import Store
-
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.metrics import HubMetrics
+from rrsi.schema import StepRecord, validate
+from rrsi.store import Store
 
 __all__ = ["Ingestor", "MAX_ATTEMPTS"]
 

@@ -12,6 +12,7 @@ confidence, smaller λ); r is ``risk_multiplier`` of the param's tier. E holds d
 edges between agents whose params share a ``shared_key``. :mod:`rrsi.hub.solver` solves it
 exactly; the plan records each term, every λᵢ and the active constraints.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -19,9 +20,8 @@ import numpy as np
 from rrsi.agents.params import action_target
 from rrsi.config import HubConfig
 from rrsi.graph.dependency import DependencyGraph
-from rrsi.schema import AgentSpec, AgentUpdate, JointReflection, UpdatePlan
-
 from rrsi.hub.solver import QuadraticProblem, solve
+from rrsi.schema import AgentSpec, AgentUpdate, JointReflection, UpdatePlan
 
 __all__ = ["confidence_multiplier", "effective_lambda", "plan_update"]
 
@@ -54,10 +54,10 @@ def _pairs(index: list[tuple[str, str]], specs: dict[str, AgentSpec], graph: Dep
     """Index pairs (k, l) of params with one shared key on agents joined by a dependency edge."""
     key = [specs[a].param(p).shared_key for a, p in index]
     return [
-        (k, l)
+        (k, m)
         for k, (a, _) in enumerate(index)
-        for l, (b, _) in enumerate(index)
-        if key[k] is not None and key[k] == key[l] and graph.g.has_edge(a, b)
+        for m, (b, _) in enumerate(index)
+        if key[k] is not None and key[k] == key[m] and graph.g.has_edge(a, b)
     ]
 
 
@@ -88,8 +88,14 @@ def plan_update(
             weight[k] = r.confidence
     pairs = np.array(_pairs(index, specs, graph), dtype=np.int64).reshape(-1, 2)
     problem = QuadraticProblem(
-        z0=z0, target=target, weight=weight, lam=lam, pairs=pairs,
-        pair_weight=np.full(len(pairs), config.mu), int_step=int_step, rho=config.trust_region,
+        z0=z0,
+        target=target,
+        weight=weight,
+        lam=lam,
+        pairs=pairs,
+        pair_weight=np.full(len(pairs), config.mu),
+        int_step=int_step,
+        rho=config.trust_region,
     )
     solution = solve(problem)
     return _plan(joint, specs, current, config, index, solution, confidence)
@@ -108,10 +114,17 @@ def _plan(joint, specs, current, config, index, solution, confidence) -> UpdateP
     for agent, theta in new.items():
         c = confidence.get(agent, 1.0)
         lam_by_param = {q.name: effective_lambda(c, q.risk, config) for q in specs[agent].params}
-        updates.append(AgentUpdate(
-            agent=agent, theta_old=current[agent][1], theta_new=theta, lam=config.lam * confidence_multiplier(c, config),
-            lam_by_param=lam_by_param, confidence=c, version_old=current[agent][0],
-        ))
+        updates.append(
+            AgentUpdate(
+                agent=agent,
+                theta_old=current[agent][1],
+                theta_new=theta,
+                lam=config.lam * confidence_multiplier(c, config),
+                lam_by_param=lam_by_param,
+                confidence=c,
+                version_old=current[agent][0],
+            )
+        )
     active = [f"lower:{a}.{p}" for (a, p), on in zip(index, solution.active_lower) if on]
     active += [f"upper:{a}.{p}" for (a, p), on in zip(index, solution.active_upper) if on]
     if solution.trust_region_active:

@@ -6,21 +6,21 @@ atomically for all agents of the plan — before it takes effect on the harnesse
 :meth:`PlanLifecycle.reconcile` brings live harnesses back to the store's last promoted
 parameters after a crash or a rollback.
 """
+
 from __future__ import annotations
 
 import logging
 
 from rrsi.config import HubConfig
 from rrsi.errors import SchemaError, UnknownPlan
-from rrsi.schema import Action, GateDecision, UpdatePlan
-from rrsi.store import Store
-
 from rrsi.hub.canary import canary_verdict
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.shadow import shadow_verdict
+from rrsi.schema import Action, GateDecision, UpdatePlan
+from rrsi.store import Store
 
 __all__ = ["PlanLifecycle"]
 

@@ -6,6 +6,7 @@ list of them (name, kind, tags) that the hub records and the Grafana dashboard
 (``deploy/grafana/rrsi-dashboard.json``) charts. Metric objects are created lazily inside
 the process that records them (the hub actor) and only when Ray is running.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -47,12 +48,30 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("incidents", "rrsi_incidents_total", "counter", "incidents formed"),
     MetricSpec("reflections", "rrsi_reflections_total", "counter", "joint reflections", ("backend",)),
     MetricSpec("updates", "rrsi_updates_total", "counter", "update plans by state reached", ("state",)),
-    MetricSpec("error_rate", "rrsi_agent_error_rate", "gauge", "failed share of the steps of an agent since the last analysis", ("agent",)),
-    MetricSpec("drift", "rrsi_param_drift", "gauge", "normalized distance of the promoted params from their init", ("agent",)),
-    MetricSpec("reflection_latency", "rrsi_reflection_latency_seconds", "histogram", "time to reflect on one incident", ("backend",)),
-    MetricSpec("attribution_latency", "rrsi_attribution_latency_seconds", "histogram", "time to attribute one incident"),
+    MetricSpec(
+        "error_rate",
+        "rrsi_agent_error_rate",
+        "gauge",
+        "failed share of the steps of an agent since the last analysis",
+        ("agent",),
+    ),
+    MetricSpec(
+        "drift", "rrsi_param_drift", "gauge", "normalized distance of the promoted params from their init", ("agent",)
+    ),
+    MetricSpec(
+        "reflection_latency",
+        "rrsi_reflection_latency_seconds",
+        "histogram",
+        "time to reflect on one incident",
+        ("backend",),
+    ),
+    MetricSpec(
+        "attribution_latency", "rrsi_attribution_latency_seconds", "histogram", "time to attribute one incident"
+    ),
     MetricSpec("analysis_errors", "rrsi_analysis_errors_total", "counter", "analysis failures, by stage", ("stage",)),
-    MetricSpec("dead_letters", "rrsi_dead_letters_total", "counter", "records refused by the hub and kept with the reason"),
+    MetricSpec(
+        "dead_letters", "rrsi_dead_letters_total", "counter", "records refused by the hub and kept with the reason"
+    ),
 )
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 

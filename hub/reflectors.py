@@ -10,6 +10,7 @@ An LM reflection whose quality composite is below ``quality_threshold`` is held 
 review; with ``retrain`` on, reflected incidents become retraining samples
 (:mod:`rrsi.hub.lm.retraining`).
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,14 +21,13 @@ from rrsi.agents.self_reflection import reflection_context
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
-from rrsi.schema import AgentSpec, Attribution, GateDecision, Incident, JointReflection, StepRecord
-from rrsi.store import Store
-
 from rrsi.hub.lm.prompt import IncidentInput
 from rrsi.hub.lm.quality import QualityConfig, route, score_reflection
 from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
 from rrsi.hub.lm.worker import WorkerPool
 from rrsi.hub.rule_reflector import RuleReflector
+from rrsi.schema import AgentSpec, Attribution, GateDecision, Incident, JointReflection, StepRecord
+from rrsi.store import Store
 
 __all__ = ["Reflector", "Reflectors"]
 
@@ -129,7 +129,9 @@ class Reflectors:
             return None
         reason = f"quality {score.composite:.2f} < {self.config.quality_threshold}: human review (rrsi approve)"
         return [
-            GateDecision(agent=a.agent, param=a.param, risk=specs[a.agent].param(a.param).risk, eligible=False, reason=reason)
+            GateDecision(
+                agent=a.agent, param=a.param, risk=specs[a.agent].param(a.param).risk, eligible=False, reason=reason
+            )
             for r in joint.reflections
             for a in r.actions
         ]

@@ -9,6 +9,7 @@ where a step's error type is its error code's type in the registry. A rolled-bac
 ``after`` is the canary (or shadow) traffic that failed to convince the hub. The report is
 Markdown (``report.md``) with one PNG chart per view, written with matplotlib's Agg backend.
 """
+
 from __future__ import annotations
 
 import time
@@ -87,7 +88,8 @@ def _outcome(store: Store, agent: str, version: int | None, registry: ErrorCodeR
     if version is None:
         return Outcome()
     rows = store._read(
-        "SELECT error_code, COUNT(*) FROM records WHERE agent = ? AND params_version = ? GROUP BY error_code", (agent, version)
+        "SELECT error_code, COUNT(*) FROM records WHERE agent = ? AND params_version = ? GROUP BY error_code",
+        (agent, version),
     )
     failures: dict[str, int] = {}
     for code, n in rows:
@@ -111,8 +113,13 @@ def plan_effects(
         if cutoff is not None and settled < cutoff:
             continue
         agents = [
-            AgentEffect(u.agent, u.version_old, u.version_new,
-                        _outcome(store, u.agent, u.version_old, registry), _outcome(store, u.agent, u.version_new, registry))
+            AgentEffect(
+                u.agent,
+                u.version_old,
+                u.version_new,
+                _outcome(store, u.agent, u.version_old, registry),
+                _outcome(store, u.agent, u.version_new, registry),
+            )
             for u in plan.updates
         ]
         effects.append(PlanEffect(plan.plan_id, plan.incident_id, plan.state, settled, agents))
@@ -130,23 +137,31 @@ def _change(before: float | None, after: float | None) -> str:
 
 
 def _agent_rows(effect: PlanEffect) -> list[str]:
-    rows = ["| agent | versions | steps before | failure before | steps after | failure after | change |",
-            "|---|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| agent | versions | steps before | failure before | steps after | failure after | change |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for a in effect.agents:
         new = "—" if a.version_new is None else a.version_new
-        rows.append(f"| {a.agent} | {a.version_old} → {new} | {a.before.steps} | {_pct(a.before.rate())} | "
-                    f"{a.after.steps} | {_pct(a.after.rate())} | {_change(a.before.rate(), a.after.rate())} |")
+        rows.append(
+            f"| {a.agent} | {a.version_old} → {new} | {a.before.steps} | {_pct(a.before.rate())} | "
+            f"{a.after.steps} | {_pct(a.after.rate())} | {_change(a.before.rate(), a.after.rate())} |"
+        )
     return rows
 
 
 def _type_rows(effect: PlanEffect) -> list[str]:
-    rows = ["| agent | error type | failures before | rate before | failures after | rate after | change |",
-            "|---|---|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| agent | error type | failures before | rate before | failures after | rate after | change |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
     for a in effect.agents:
         for t in a.error_types:
             b, f = a.before.rate(t), a.after.rate(t)
-            rows.append(f"| {a.agent} | {t} | {a.before.failures.get(t, 0)} | {_pct(b)} | "
-                        f"{a.after.failures.get(t, 0)} | {_pct(f)} | {_change(b, f)} |")
+            rows.append(
+                f"| {a.agent} | {t} | {a.before.failures.get(t, 0)} | {_pct(b)} | "
+                f"{a.after.failures.get(t, 0)} | {_pct(f)} | {_change(b, f)} |"
+            )
     return rows if len(rows) > 2 else ["No failures before or after."]
 
 
@@ -194,8 +209,13 @@ def _plots(effects: list[PlanEffect], out_dir: Path) -> list[str]:
     pairs = [(f"{e.plan_id}\n{a.agent}", a) for e in effects for a in e.agents if a.before.steps and a.after.steps]
     if not pairs:
         return []
-    _bar_chart(out_dir / "failure_rate_by_plan.png", "Failure rate before/after each plan, per agent",
-               [label for label, _ in pairs], [a.before.rate() for _, a in pairs], [a.after.rate() for _, a in pairs])
+    _bar_chart(
+        out_dir / "failure_rate_by_plan.png",
+        "Failure rate before/after each plan, per agent",
+        [label for label, _ in pairs],
+        [a.before.rate() for _, a in pairs],
+        [a.after.rate() for _, a in pairs],
+    )
     before, after = Counter(), Counter()
     for _, a in pairs:
         before.update(a.before.failures)
@@ -203,13 +223,22 @@ def _plots(effects: list[PlanEffect], out_dir: Path) -> list[str]:
     steps_before = sum(a.before.steps for _, a in pairs)
     steps_after = sum(a.after.steps for _, a in pairs)
     types = sorted(set(before) | set(after))
-    _bar_chart(out_dir / "failure_rate_by_error_type.png", "Failure rate before/after, per error type (pooled)",
-               types, [before[t] / steps_before for t in types], [after[t] / steps_after for t in types])
+    _bar_chart(
+        out_dir / "failure_rate_by_error_type.png",
+        "Failure rate before/after, per error type (pooled)",
+        types,
+        [before[t] / steps_before for t in types],
+        [after[t] / steps_after for t in types],
+    )
     return ["failure_rate_by_plan.png", "failure_rate_by_error_type.png"]
 
 
 def build_report(
-    store: Store, since_s: float | None, out_dir: Path, registry: ErrorCodeRegistry | None = None, now: float | None = None
+    store: Store,
+    since_s: float | None,
+    out_dir: Path,
+    registry: ErrorCodeRegistry | None = None,
+    now: float | None = None,
 ) -> Path:
     """Write ``report.md`` and its PNG charts into ``out_dir``; return the Markdown's path.
 

@@ -6,6 +6,7 @@ agents that showed them. Each agent with enough evidence gets the per-agent rule
 reflection of :func:`rrsi.agents.self_reflection.reflect_on_agent`; the incident's root agent
 leads the joint reflection.
 """
+
 from __future__ import annotations
 
 from rrsi.agents.self_reflection import reflect_on_agent
@@ -37,7 +38,8 @@ class RuleReflector:
         reflections = [
             ref
             for agent, records in sorted(by_agent.items())
-            if agent in specs and (ref := reflect_on_agent(specs[agent], records, self.registry, self.config)) is not None
+            if agent in specs
+            and (ref := reflect_on_agent(specs[agent], records, self.registry, self.config)) is not None
         ]
         if not reflections:
             return None
@@ -47,5 +49,9 @@ class RuleReflector:
             root = max(reflected, key=lambda a: attribution.agent_blame.get(a, 0.0))
         lead = next(r for r in reflections if r.agent == root)
         return JointReflection(
-            incident_id=incident_id, root_agent=root, root_cause=lead.root_cause, reflections=reflections, backend=self.backend
+            incident_id=incident_id,
+            root_agent=root,
+            root_cause=lead.root_cause,
+            reflections=reflections,
+            backend=self.backend,
         )

@@ -5,13 +5,13 @@ test p = P(X ≥ b | X ~ Bin(b + c, ½)); the candidate is promoted when p < α 
 ``canary_min_sample`` replayed tasks and its gain (b − c)/n exceeds ``canary_margin``, and
 rolled back otherwise.
 """
+
 from __future__ import annotations
 
 from rrsi.config import HubConfig
+from rrsi.hub.canary import Decision
 from rrsi.schema import CanaryVerdict
 from rrsi.stats import sign_test
-
-from rrsi.hub.canary import Decision
 
 __all__ = ["shadow_verdict"]
 

@@ -21,6 +21,7 @@ The box problem for one ν is solved exactly: in closed form when there are no p
 gradient in torch (float64, any device); A is an M-matrix, for which the active set
 terminates.
 """
+
 from __future__ import annotations
 
 import math
@@ -145,8 +146,13 @@ class QuadraticProblem:
         pair_weight = _vector("pair_weight", self.pair_weight, pairs.shape[0], like="pairs")
         _require("pair_weight", pair_weight, pair_weight >= 0, "must be >= 0")
         fields = {
-            "z0": z0, "target": _vector("target", self.target, n), "weight": weight, "lam": lam,
-            "pairs": pairs, "pair_weight": pair_weight, "rho": _rho(self.rho),
+            "z0": z0,
+            "target": _vector("target", self.target, n),
+            "weight": weight,
+            "lam": lam,
+            "pairs": pairs,
+            "pair_weight": pair_weight,
+            "rho": _rho(self.rho),
             "int_step": None if self.int_step is None else _int_step(self.int_step, z0),
         }
         for name, value in fields.items():
@@ -243,8 +249,18 @@ class _CoupledBox:
     A·x is diag·x + L·x with L·x built by index_add over the pairs: no n×n matrix.
     """
 
-    def __init__(self, r: np.ndarray, diag: np.ndarray, lo: np.ndarray, hi: np.ndarray, pairs: np.ndarray,
-                 pair_weight: np.ndarray, device: str, tol: float, max_iter: int) -> None:
+    def __init__(
+        self,
+        r: np.ndarray,
+        diag: np.ndarray,
+        lo: np.ndarray,
+        hi: np.ndarray,
+        pairs: np.ndarray,
+        pair_weight: np.ndarray,
+        device: str,
+        tol: float,
+        max_iter: int,
+    ) -> None:
         def tensor(a: np.ndarray) -> torch.Tensor:
             return torch.as_tensor(a, dtype=torch.float64, device=device)
 
@@ -383,7 +399,9 @@ def _into_ball(d: np.ndarray, rho: float) -> np.ndarray:
     return d * (limit / norm) if norm > limit else d
 
 
-def solve(problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_000, device: str | None = None) -> Solution:
+def solve(
+    problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_000, device: str | None = None
+) -> Solution:
     """Minimize f over the box and the ball, then round integer coordinates.
 
     Args:
@@ -411,6 +429,12 @@ def solve(problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_0
     z = np.clip(problem.z0 + d, 0.0, 1.0)
     z = _round_integers(z, problem.z0, problem.int_step, problem.rho)
     return Solution(
-        z=z, terms=objective(problem, z), active_lower=z <= 0.0, active_upper=z >= 1.0,
-        trust_region_active=nu > 0, trust_multiplier=nu, method=inner.method, iterations=inner.iterations,
+        z=z,
+        terms=objective(problem, z),
+        active_lower=z <= 0.0,
+        active_upper=z >= 1.0,
+        trust_region_active=nu > 0,
+        trust_multiplier=nu,
+        method=inner.method,
+        iterations=inner.iterations,
     )

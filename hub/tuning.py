@@ -11,6 +11,7 @@ For each λ the scenario runs in ``hub`` mode and two figures are read off the r
 The recommendation is the λ with the best stability, then first-fix rate, then final
 failure rate.
 """
+
 from __future__ import annotations
 
 import math
@@ -18,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from rrsi.config import HubConfig
-from rrsi.scenario import Scenario
-
 from rrsi.hub.demo import run_demo
+from rrsi.scenario import Scenario
 
 __all__ = ["first_fix_rate", "stability", "tune"]
 
@@ -42,25 +42,32 @@ def stability(rounds: list[dict], tasks: int) -> float:
     rates = [r["failure_rate"] for r in rounds]
     floor = 1.0 / tasks
     regress = [
-        b - a > 3 * math.sqrt((max(a * (1 - a), floor) + max(b * (1 - b), floor)) / tasks) for a, b in zip(rates, rates[1:])
+        b - a > 3 * math.sqrt((max(a * (1 - a), floor) + max(b * (1 - b), floor)) / tasks)
+        for a, b in zip(rates, rates[1:])
     ]
     windows = [regress[i : i + WINDOW - 1] for i in range(max(1, len(regress) - WINDOW + 2))]
     return sum(1 for w in windows if not any(w)) / len(windows)
 
 
-def tune(scenario: Scenario, lambdas: list[float], rounds: int, seeds: list[int], workdir: Path, base: HubConfig) -> dict[str, Any]:
+def tune(
+    scenario: Scenario, lambdas: list[float], rounds: int, seeds: list[int], workdir: Path, base: HubConfig
+) -> dict[str, Any]:
     """Run ``hub`` mode for each λ and seed; per λ the mean figures and the recommendation."""
     rows = []
     for lam in lambdas:
         config = base.model_copy(update={"lam": lam})
-        runs = [run_demo(scenario, ["hub"], rounds, s, workdir / f"lam{lam}-seed{s}", config)["modes"]["hub"] for s in seeds]
+        runs = [
+            run_demo(scenario, ["hub"], rounds, s, workdir / f"lam{lam}-seed{s}", config)["modes"]["hub"] for s in seeds
+        ]
         fixes = [f for f in (first_fix_rate(r["rounds"]) for r in runs) if f is not None]
-        rows.append({
-            "lam": lam,
-            "first_fix": sum(fixes) / len(fixes) if fixes else None,
-            "stability": sum(stability(r["rounds"], scenario.tasks_per_round) for r in runs) / len(runs),
-            "final_failure": sum(r["final"]["failure_rate_last"] for r in runs) / len(runs),
-            "updates": sum(r["final"]["updates_applied"] for r in runs) / len(runs),
-        })
+        rows.append(
+            {
+                "lam": lam,
+                "first_fix": sum(fixes) / len(fixes) if fixes else None,
+                "stability": sum(stability(r["rounds"], scenario.tasks_per_round) for r in runs) / len(runs),
+                "final_failure": sum(r["final"]["failure_rate_last"] for r in runs) / len(runs),
+                "updates": sum(r["final"]["updates_applied"] for r in runs) / len(runs),
+            }
+        )
     best = max(rows, key=lambda r: (r["stability"], r["first_fix"] or 0.0, -r["final_failure"]))
     return {"scenario": scenario.name, "rounds": rounds, "seeds": seeds, "results": rows, "recommended": best["lam"]}

@@ -1,4 +1,5 @@
 """Read views of the hub's store: the incidents list and the cross-agent view of one incident."""
+
 from __future__ import annotations
 
 from rrsi.errors import UnknownIncident
@@ -15,14 +16,16 @@ def incident_list(store: Store, limit: int = 50) -> list[dict]:
     out = []
     for inc in reversed(store.incidents()[-limit:]):
         att = inc.attribution
-        out.append({
-            "incident_id": inc.incident_id,
-            "created_at": inc.created_at,
-            "traces": len(inc.trace_ids),
-            "failing_agents": inc.failing_agents,
-            "root_agent": att.root_agent if att else None,
-            "plans": plans.get(inc.incident_id, []),
-        })
+        out.append(
+            {
+                "incident_id": inc.incident_id,
+                "created_at": inc.created_at,
+                "traces": len(inc.trace_ids),
+                "failing_agents": inc.failing_agents,
+                "root_agent": att.root_agent if att else None,
+                "plans": plans.get(inc.incident_id, []),
+            }
+        )
     return out
 
 

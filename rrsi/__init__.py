@@ -6,6 +6,7 @@ statistics); the floors above it are :mod:`rrsi.agents` (harness actors), :mod:`
 (the scenario simulator), :mod:`rrsi.hub` (the hub actor, reflectors, updater) and
 :mod:`rrsi.cli` (the command line).
 """
+
 from __future__ import annotations
 
 __version__ = "0.1.0"

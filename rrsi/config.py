@@ -1,4 +1,5 @@
 """Configuration models with defaults that work, validated on load."""
+
 from __future__ import annotations
 
 import os
@@ -118,7 +119,9 @@ class HubConfig(_Model):
     @model_validator(mode="after")
     def _samples(self) -> HubConfig:
         if self.canary_max_sample < self.canary_min_sample:
-            raise ValueError(f"canary_max_sample ({self.canary_max_sample}) must be >= canary_min_sample ({self.canary_min_sample})")
+            raise ValueError(
+                f"canary_max_sample ({self.canary_max_sample}) must be >= canary_min_sample ({self.canary_min_sample})"
+            )
         missing = {"low", "medium", "high"} - set(self.risk_multiplier)
         if missing:
             raise ValueError(f"risk_multiplier: needs a value for each risk tier; missing {sorted(missing)}")

@@ -3,6 +3,7 @@
 torch is imported inside :func:`resolve_device`, not at module top: it is the heavy optional
 dependency of the vocabulary, and importing :mod:`rrsi` must not pay for it.
 """
+
 from __future__ import annotations
 
 from rrsi.errors import SchemaError
@@ -24,4 +25,6 @@ def resolve_device(name: str | None = None) -> str:
     try:
         return str(torch.device(name))
     except (RuntimeError, TypeError):
-        raise SchemaError(f"device: must be 'auto' or a torch device such as 'cpu' or 'cuda:0' (got {name!r})") from None
+        raise SchemaError(
+            f"device: must be 'auto' or a torch device such as 'cpu' or 'cuda:0' (got {name!r})"
+        ) from None

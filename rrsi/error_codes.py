@@ -5,6 +5,7 @@ the domain terms a reflection about it must use, and symptom phrases that a fail
 step's scratchpad may contain together with the direction they point a parameter in.
 The rule Reflector is built from this table; harnesses refuse codes it does not know.
 """
+
 from __future__ import annotations
 
 import difflib
@@ -51,13 +52,48 @@ class ErrorCode(_Model):
 
 
 _BUILTIN = [
-    ErrorCode(code="SQL_SYNTAX_001", error_type="tool_usage", description="generated SQL does not parse", domain_terms=["SQL", "query", "syntax"]),
-    ErrorCode(code="TOOL_TIMEOUT_001", error_type="tool_usage", description="a tool call exceeded its timeout", domain_terms=["timeout", "tool call"]),
-    ErrorCode(code="DATE_PARSE_002", error_type="format", description="a date was parsed in the wrong format", domain_terms=["date format", "ISO 8601"]),
-    ErrorCode(code="SCHEMA_MISMATCH_001", error_type="format", description="output does not match the expected schema", domain_terms=["schema", "field"]),
-    ErrorCode(code="FACT_UNSUPPORTED_001", error_type="factuality", description="a claim is not supported by the sources", domain_terms=["source", "evidence"]),
-    ErrorCode(code="PLAN_LOOP_001", error_type="logic", description="the plan repeats a step without progress", domain_terms=["plan", "step"]),
-    ErrorCode(code="POLICY_VIOLATION_001", error_type="safety", description="output violates a safety policy", domain_terms=["policy", "safety"]),
+    ErrorCode(
+        code="SQL_SYNTAX_001",
+        error_type="tool_usage",
+        description="generated SQL does not parse",
+        domain_terms=["SQL", "query", "syntax"],
+    ),
+    ErrorCode(
+        code="TOOL_TIMEOUT_001",
+        error_type="tool_usage",
+        description="a tool call exceeded its timeout",
+        domain_terms=["timeout", "tool call"],
+    ),
+    ErrorCode(
+        code="DATE_PARSE_002",
+        error_type="format",
+        description="a date was parsed in the wrong format",
+        domain_terms=["date format", "ISO 8601"],
+    ),
+    ErrorCode(
+        code="SCHEMA_MISMATCH_001",
+        error_type="format",
+        description="output does not match the expected schema",
+        domain_terms=["schema", "field"],
+    ),
+    ErrorCode(
+        code="FACT_UNSUPPORTED_001",
+        error_type="factuality",
+        description="a claim is not supported by the sources",
+        domain_terms=["source", "evidence"],
+    ),
+    ErrorCode(
+        code="PLAN_LOOP_001",
+        error_type="logic",
+        description="the plan repeats a step without progress",
+        domain_terms=["plan", "step"],
+    ),
+    ErrorCode(
+        code="POLICY_VIOLATION_001",
+        error_type="safety",
+        description="output violates a safety policy",
+        domain_terms=["policy", "safety"],
+    ),
 ]
 
 
@@ -73,7 +109,8 @@ class ErrorCodeRegistry:
         known = self._codes.get(entry.code)
         if known is not None and known.error_type != entry.error_type:
             raise SchemaError(
-                f"error_code {entry.code!r}: already registered with error_type {known.error_type!r}, got {entry.error_type!r}"
+                f"error_code {entry.code!r}: already registered with error_type {known.error_type!r}, "
+                f"got {entry.error_type!r}"
             )
         if known is not None:
             terms = list(dict.fromkeys([*known.domain_terms, *entry.domain_terms]))
@@ -86,7 +123,9 @@ class ErrorCodeRegistry:
             if p.error_code is None:
                 continue
             if not re.match(CODE_PATTERN, p.error_code):
-                raise SchemaError(f"agent {spec.name!r} param {p.name!r}: error_code {p.error_code!r} must look like SQL_SYNTAX_001")
+                raise SchemaError(
+                    f"agent {spec.name!r} param {p.name!r}: error_code {p.error_code!r} must look like SQL_SYNTAX_001"
+                )
             self.register(
                 ErrorCode(
                     code=p.error_code,

@@ -6,6 +6,7 @@ accepted, and nothing was changed. ``RuntimeFailure`` and its family mean someth
 went wrong while running (an actor died, the store failed). Foreign exceptions are mapped
 at the boundary with ``raise OurError(msg) from None``.
 """
+
 from __future__ import annotations
 
 __all__ = [

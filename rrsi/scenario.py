@@ -4,6 +4,7 @@ Loading validates everything before anything runs: unknown keys, values out of b
 unknown dependencies and cycles are refused with a :class:`ScenarioError` that names the
 agent and the field.
 """
+
 from __future__ import annotations
 
 import importlib.resources
@@ -19,7 +20,16 @@ from rrsi.error_codes import CODE_PATTERN
 from rrsi.errors import ScenarioError, pydantic_message
 from rrsi.schema import NAME_PATTERN, AgentSpec, ErrorType, ParamSpec, _Model
 
-__all__ = ["ScenarioParam", "ScenarioAgent", "Scenario", "load_scenario", "parse_scenario", "bundled_scenario", "bundled_names", "BUNDLED"]
+__all__ = [
+    "ScenarioParam",
+    "ScenarioAgent",
+    "Scenario",
+    "load_scenario",
+    "parse_scenario",
+    "bundled_scenario",
+    "bundled_names",
+    "BUNDLED",
+]
 
 BUNDLED = "loan-approval"
 
@@ -37,7 +47,9 @@ class ScenarioParam(ParamSpec):
     @model_validator(mode="after")
     def _optimum_in_range(self) -> ScenarioParam:
         if not self.low <= self.optimum <= self.high:
-            raise ValueError(f"param {self.name!r}: optimum {self.optimum} must lie in [low, high] = [{self.low}, {self.high}]")
+            raise ValueError(
+                f"param {self.name!r}: optimum {self.optimum} must lie in [low, high] = [{self.low}, {self.high}]"
+            )
         return self
 
     def spec(self) -> ParamSpec:
@@ -131,7 +143,9 @@ def _agent_names_in_loc(data: Any, message: str) -> str:
             pname = p.get("name") if isinstance(p, dict) else None
             if isinstance(pname, str):
                 message = re.sub(
-                    rf"\bagents\.{re.escape(name)}\.params\.{j}(?=[.:])", lambda _, n=name, q=pname: f"agents.{n}.params.{q}", message
+                    rf"\bagents\.{re.escape(name)}\.params\.{j}(?=[.:])",
+                    lambda _, n=name, q=pname: f"agents.{n}.params.{q}",
+                    message,
                 )
     return message
 
@@ -139,7 +153,9 @@ def _agent_names_in_loc(data: Any, message: str) -> str:
 def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     """Validate an already-parsed YAML document as a :class:`Scenario`."""
     if not isinstance(data, dict):
-        raise ScenarioError(f"{source}: a scenario is a mapping with keys name, seed, tasks_per_round, rounds, propagation, agents")
+        raise ScenarioError(
+            f"{source}: a scenario is a mapping with keys name, seed, tasks_per_round, rounds, propagation, agents"
+        )
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:
@@ -167,7 +183,9 @@ def load_scenario(path: str | Path) -> Scenario:
 
 def bundled_names() -> list[str]:
     """Names of the scenarios shipped in the package (``rrsi.scenarios``)."""
-    return sorted(p.name[:-5] for p in importlib.resources.files("rrsi.scenarios").iterdir() if p.name.endswith(".yaml"))
+    return sorted(
+        p.name[:-5] for p in importlib.resources.files("rrsi.scenarios").iterdir() if p.name.endswith(".yaml")
+    )
 
 
 def bundled_scenario(name: str = BUNDLED) -> Scenario:

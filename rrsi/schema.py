@@ -4,6 +4,7 @@ Every model forbids unknown keys and rejects NaN/inf. ``validate`` wraps pydanti
 errors into :class:`rrsi.errors.SchemaError` with one ``field: reason (got value)`` line
 per problem, so a caller never sees a foreign exception.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -90,7 +91,9 @@ class ParamSpec(_Model):
         if not self.low < self.high:
             raise ValueError(f"param {self.name!r}: low ({self.low}) must be below high ({self.high})")
         if not self.low <= self.init <= self.high:
-            raise ValueError(f"param {self.name!r}: init {self.init} must lie in [low, high] = [{self.low}, {self.high}]")
+            raise ValueError(
+                f"param {self.name!r}: init {self.init} must lie in [low, high] = [{self.low}, {self.high}]"
+            )
         if self.kind == "int" and not all(float(v).is_integer() for v in (self.low, self.high, self.init)):
             raise ValueError(f"param {self.name!r}: kind 'int' needs integer low, high and init")
         if self.scale is None:
@@ -229,7 +232,9 @@ class Trace(_Model):
         if partial:
             known = {s.step_id for s in steps}
             steps = [
-                s if all(p in known for p in s.parents) else s.model_copy(update={"parents": [p for p in s.parents if p in known]})
+                s
+                if all(p in known for p in s.parents)
+                else s.model_copy(update={"parents": [p for p in s.parents if p in known]})
                 for s in steps
             ]
         outcome = "failure" if any(s.failed for s in steps) else "success"
@@ -323,7 +328,9 @@ class Reflection(_Model):
     def _imperative(cls, v: str) -> str:
         first = v.strip().split(maxsplit=1)[0].lower().strip(",.;:") if v.strip() else ""
         if first not in IMPERATIVE_VERBS:
-            raise ValueError(f"correction must start with an imperative verb such as 'increase', 'validate' (got {first!r})")
+            raise ValueError(
+                f"correction must start with an imperative verb such as 'increase', 'validate' (got {first!r})"
+            )
         if CONDITIONAL.search(v):
             raise ValueError("correction must not contain a conditional clause (if/when/unless/...)")
         return v
@@ -424,5 +431,7 @@ class UpdatePlan(_Model):
         """Return a copy in ``new_state``; refuse transitions the lifecycle does not allow."""
         allowed = PLAN_TRANSITIONS[self.state]
         if new_state not in allowed:
-            raise SchemaError(f"state: plan {self.plan_id} cannot go from {self.state!r} to {new_state!r}; allowed: {sorted(allowed)}")
+            raise SchemaError(
+                f"state: plan {self.plan_id} cannot go from {self.state!r} to {new_state!r}; allowed: {sorted(allowed)}"
+            )
         return self.model_copy(update={"state": new_state, "history": [*self.history, (new_state, time.time())]})

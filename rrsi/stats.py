@@ -1,4 +1,5 @@
 """Statistics shared by several rooms: the rule Reflector's evidence and the shadow replay's verdict."""
+
 from __future__ import annotations
 
 from scipy.stats import binom

@@ -10,6 +10,7 @@ The file carries its schema version in ``PRAGMA user_version``; opening a file o
 version applies the missing migrations (each in one transaction), and a file of a newer
 version is refused.
 """
+
 from __future__ import annotations
 
 import json
@@ -55,10 +56,20 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 
 ParamVersion = tuple[int, dict[str, float], str, str | None]
 SAMPLE_STATES = ("pending", "ready", "used", "dropped")  # a retraining sample's life (rrsi.hub.lm.retraining)
-_TABLES = frozenset({
-    "records", "agents", "incidents", "reflections", "plans", "approvals", "param_versions", "samples",
-    "dead_letters", "parked_traces",
-})
+_TABLES = frozenset(
+    {
+        "records",
+        "agents",
+        "incidents",
+        "reflections",
+        "plans",
+        "approvals",
+        "param_versions",
+        "samples",
+        "dead_letters",
+        "parked_traces",
+    }
+)
 
 
 class Store:
@@ -91,7 +102,9 @@ class Store:
                 "upgrade rrsi-hub to open it"
             )
         for version in range(found, SCHEMA_VERSION):
-            self._db.executescript(f"BEGIN IMMEDIATE; {_MIGRATIONS[version]} PRAGMA user_version = {version + 1}; COMMIT;")
+            self._db.executescript(
+                f"BEGIN IMMEDIATE; {_MIGRATIONS[version]} PRAGMA user_version = {version + 1}; COMMIT;"
+            )
 
     def _write(self, sql: str, rows: Iterable[tuple]) -> int:
         return self._transaction([(sql, rows)])
@@ -135,7 +148,11 @@ class Store:
     def outcomes(self, agent: str, version: int, since: float | None = None) -> tuple[int, int]:
         """(steps, failed steps) of one agent's records at one params version (from ``since``, epoch seconds)."""
         sql = "SELECT COUNT(*), SUM(error_code IS NOT NULL) FROM records WHERE agent = ? AND params_version = ?"
-        rows = self._read(sql, (agent, version)) if since is None else self._read(sql + " AND ts >= ?", (agent, version, since))
+        rows = (
+            self._read(sql, (agent, version))
+            if since is None
+            else self._read(sql + " AND ts >= ?", (agent, version, since))
+        )
         return rows[0][0], rows[0][1] or 0
 
     def count(self, table: str) -> int:
@@ -165,7 +182,9 @@ class Store:
         if not codes:
             return 0
         marks = ",".join("?" * len(codes))
-        return self._read(f"SELECT COUNT(*) FROM records WHERE error_code IN ({marks}) AND ts >= ?", (*codes, since))[0][0]
+        return self._read(f"SELECT COUNT(*) FROM records WHERE error_code IN ({marks}) AND ts >= ?", (*codes, since))[
+            0
+        ][0]
 
     def put_agent(self, spec: AgentSpec) -> None:
         self._write("INSERT OR REPLACE INTO agents VALUES (?,?)", [(spec.name, spec.model_dump_json())])
@@ -174,7 +193,10 @@ class Store:
         return [AgentSpec.model_validate_json(b) for (b,) in self._read("SELECT body FROM agents ORDER BY name")]
 
     def put_incident(self, incident: Incident) -> None:
-        self._write("INSERT OR REPLACE INTO incidents VALUES (?,?,?)", [(incident.incident_id, incident.created_at, incident.model_dump_json())])
+        self._write(
+            "INSERT OR REPLACE INTO incidents VALUES (?,?,?)",
+            [(incident.incident_id, incident.created_at, incident.model_dump_json())],
+        )
 
     def incidents(self) -> list[Incident]:
         return [Incident.model_validate_json(b) for (b,) in self._read("SELECT body FROM incidents ORDER BY ts")]
@@ -198,11 +220,18 @@ class Store:
     def put_plan_with_params(self, plan: UpdatePlan, params_state: str) -> None:
         """Persist a plan and its agents' new param versions (in ``params_state``) atomically."""
         now = time.time()
-        versions = [(u.agent, u.version_new, params_state, plan.plan_id, now, json.dumps(u.theta_new)) for u in plan.updates]
-        self._transaction([
-            ("INSERT OR REPLACE INTO param_versions VALUES (?,?,?,?,?,?)", versions),
-            ("INSERT OR REPLACE INTO plans VALUES (?,?,?,?,?)", [(plan.plan_id, plan.incident_id, plan.state, plan.created_at, plan.model_dump_json())]),
-        ])
+        versions = [
+            (u.agent, u.version_new, params_state, plan.plan_id, now, json.dumps(u.theta_new)) for u in plan.updates
+        ]
+        self._transaction(
+            [
+                ("INSERT OR REPLACE INTO param_versions VALUES (?,?,?,?,?,?)", versions),
+                (
+                    "INSERT OR REPLACE INTO plans VALUES (?,?,?,?,?)",
+                    [(plan.plan_id, plan.incident_id, plan.state, plan.created_at, plan.model_dump_json())],
+                ),
+            ]
+        )
 
     def failing_trace_ids(self) -> set[str]:
         """Traces with at least one failed step."""
@@ -219,12 +248,16 @@ class Store:
             rows = self._read("SELECT body FROM plans WHERE state = ? ORDER BY ts", (state,))
         return [UpdatePlan.model_validate_json(b) for (b,) in rows]
 
-    def put_params(self, agent: str, version: int, params: dict[str, float], state: str, plan_id: str | None = None) -> None:
+    def put_params(
+        self, agent: str, version: int, params: dict[str, float], state: str, plan_id: str | None = None
+    ) -> None:
         rows = [(agent, version, state, plan_id, time.time(), json.dumps(params))]
         self._write("INSERT OR REPLACE INTO param_versions VALUES (?,?,?,?,?,?)", rows)
 
     def param_versions(self, agent: str) -> list[ParamVersion]:
-        rows = self._read("SELECT version, params, state, plan_id FROM param_versions WHERE agent = ? ORDER BY version", (agent,))
+        rows = self._read(
+            "SELECT version, params, state, plan_id FROM param_versions WHERE agent = ? ORDER BY version", (agent,)
+        )
         return [(v, json.loads(p), s, pid) for v, p, s, pid in rows]
 
     def latest_promoted(self, agent: str) -> ParamVersion | None:
@@ -245,7 +278,9 @@ class Store:
 
     def put_sample(self, incident_id: str, row: dict, state: str = "pending") -> None:
         """Store (or replace) the retraining sample of an incident: a training row in ``state``."""
-        self._write("INSERT OR REPLACE INTO samples VALUES (?,?,?,?)", [(incident_id, state, time.time(), json.dumps(row))])
+        self._write(
+            "INSERT OR REPLACE INTO samples VALUES (?,?,?,?)", [(incident_id, state, time.time(), json.dumps(row))]
+        )
 
     def samples(self, state: str) -> list[tuple[str, dict]]:
         """``(incident_id, row)`` of the samples in ``state``, oldest first."""

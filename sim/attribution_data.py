@@ -5,6 +5,7 @@ and the CLI load it from :func:`~rrsi.graph.attribution.default_model_path`, tra
 there on first use. Who&When training and cross-validation stay in :mod:`rrsi.graph`, which
 knows nothing of the simulator.
 """
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -12,13 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rrsi.scenario import Scenario, bundled_scenario
-
 from rrsi.graph.attribution import AttributionModel, default_model_path
 from rrsi.graph.baselines import most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
 from rrsi.graph.gnn_training import Example, TrainConfig, fit
+from rrsi.scenario import Scenario, bundled_scenario
 from rrsi.sim.synthetic import SyntheticIncident, scenario_error_types, synthetic_incidents
 
 __all__ = ["from_synthetic", "train_default_model", "default_attribution_model", "evaluate_synthetic_attribution"]
@@ -39,8 +39,11 @@ def train_default_model(scenario: Scenario | None = None, n: int = 2000, seed: i
         *synthetic_incidents(scenario, n - n // 2, seed + 1, 0.9, drop=0.2),
     ]
     return fit(
-        from_synthetic(incidents), GNNConfig(text=False), TrainConfig(epochs=200, weight_decay=1e-3),
-        history=own_failure_rates([i.trace for i in incidents]), error_types=scenario_error_types(scenario),
+        from_synthetic(incidents),
+        GNNConfig(text=False),
+        TrainConfig(epochs=200, weight_decay=1e-3),
+        history=own_failure_rates([i.trace for i in incidents]),
+        error_types=scenario_error_types(scenario),
     )
 
 

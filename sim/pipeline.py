@@ -12,17 +12,17 @@ level runs is the caller's: in-process harnesses, executors called directly, or 
 actors, many traces at once. The simulator's draws are a pure function of the task id and
 the inputs, so every way of running a level sees the same failures.
 """
+
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from typing import Any
 
-from rrsi.errors import SchemaError
-from rrsi.scenario import Scenario
-
 from rrsi.agents.executor import Task
+from rrsi.errors import SchemaError
 from rrsi.graph.dependency import DependencyGraph
+from rrsi.scenario import Scenario
 
 __all__ = ["Pipeline", "RunLevel", "RunStep"]
 
@@ -102,6 +102,7 @@ class Pipeline:
         Returns:
             agent → outcome, in the scenario's topological order.
         """
+
         def run_level(tasks: dict[str, list[Task]]) -> dict[str, list[Any]]:
             return {a: [run_step(a, t) for t in ts] for a, ts in tasks.items()}
 

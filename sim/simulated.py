@@ -16,25 +16,22 @@ a propagated failure points the same misleading way every time for a given param
 input makes the agent look too lenient or too strict), which is what traps per-agent
 harnesses into fixing the wrong agent.
 """
+
 from __future__ import annotations
 
 import zlib
 
 import numpy as np
 
-from rrsi.scenario import Scenario, ScenarioAgent
-
 from rrsi.agents.executor import ExecutionResult, Task
+from rrsi.scenario import Scenario, ScenarioAgent
 
 __all__ = ["contributions", "SimulatedExecutor"]
 
 
 def contributions(agent: ScenarioAgent, params: dict[str, float]) -> dict[str, float]:
     """cₖ for every param of ``agent`` at values ``params``."""
-    return {
-        p.name: p.sensitivity * ((params[p.name] - p.optimum) / (p.high - p.low)) ** 2
-        for p in agent.params
-    }
+    return {p.name: p.sensitivity * ((params[p.name] - p.optimum) / (p.high - p.low)) ** 2 for p in agent.params}
 
 
 def _stable_hash(*parts: object) -> int:
@@ -108,13 +105,18 @@ class SimulatedExecutor:
             truth={"cause": None, "param": None},
         )
 
-    def _failure(self, param: str, params: dict[str, float], direction: str, cause: str, rng: np.random.Generator) -> ExecutionResult:
+    def _failure(
+        self, param: str, params: dict[str, float], direction: str, cause: str, rng: np.random.Generator
+    ) -> ExecutionResult:
         spec = next(q for q in self.agent.params if q.name == param)
         term = self._term(rng)
         return ExecutionResult(
             output={"ok": False, "text": f"{self.agent.name} could not complete the {term} step"},
             error_code=spec.error_code,
-            scratchpad=f"{self.agent.name}: {param}={params[param]:.3g} looked {direction} while handling the {term}; {spec.error_code} raised",
+            scratchpad=(
+                f"{self.agent.name}: {param}={params[param]:.3g} looked {direction} "
+                f"while handling the {term}; {spec.error_code} raised"
+            ),
             tool_calls=1,
             tools=[f"{self.agent.name}_tool"],
             intermediate_steps=[f"read {term}", f"apply {param}", f"raise {spec.error_code}"],

@@ -11,6 +11,7 @@ each record is independently missing with that probability, links to missing par
 cut (``Trace.from_steps(partial=True)``), and traces whose true roots all went missing are
 skipped, since nothing in them could be blamed correctly.
 """
+
 from __future__ import annotations
 
 from collections.abc import Iterator
@@ -18,12 +19,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rrsi.agents.harness import AgentHarness
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
 from rrsi.scenario import Scenario
 from rrsi.schema import StepRecord, Trace
-
-from rrsi.agents.harness import AgentHarness
 from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
 
@@ -102,6 +102,10 @@ def synthetic_incidents(
         if not roots or not roots & present:
             continue
         trace = Trace.from_steps(records, partial=True)
-        yield SyntheticIncident(trace, frozenset(roots & present), frozenset(r.step_id for r in records if r.agent in roots))
+        yield SyntheticIncident(
+            trace, frozenset(roots & present), frozenset(r.step_id for r in records if r.agent in roots)
+        )
         made += 1
-    raise SchemaError(f"scenario {scenario.name!r}: only {made} of {n} failing traces in {1000 * n} runs; raise its error rates")
+    raise SchemaError(
+        f"scenario {scenario.name!r}: only {made} of {n} failing traces in {1000 * n} runs; raise its error rates"
+    )

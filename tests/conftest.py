@@ -78,7 +78,11 @@ def whowhen_log(**overrides) -> dict:
         "history": [
             {"content": "Plan: load the list and count.", "role": "assistant", "name": "Planner_Expert"},
             {"content": "```python\nprint(len([2, 4]))\n```", "role": "user", "name": "Coder Expert/2"},
-            {"content": "exitcode: 0 (execution succeeded)\nCode output: 2", "role": "user", "name": "Computer_terminal"},
+            {
+                "content": "exitcode: 0 (execution succeeded)\nCode output: 2",
+                "role": "user",
+                "name": "Computer_terminal",
+            },
             {"content": "   ", "role": "user", "name": "Planner_Expert"},
         ],
         "mistake_agent": "Coder Expert/2",

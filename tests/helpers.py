@@ -1,10 +1,13 @@
 """Builders shared by the tests."""
+
 from __future__ import annotations
 
 from rrsi.schema import StepRecord, Summary
 
 
-def step(trace="t1", step_id="s1", agent="a", error_code=None, parents=(), scratchpad="checked the input", ts=1.0, **kw) -> StepRecord:
+def step(
+    trace="t1", step_id="s1", agent="a", error_code=None, parents=(), scratchpad="checked the input", ts=1.0, **kw
+) -> StepRecord:
     return StepRecord(
         trace_id=trace,
         step_id=step_id,

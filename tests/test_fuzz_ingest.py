@@ -7,6 +7,7 @@ unknown key, NaN/inf, a number out of range, a wrong type, an unknown agent or e
 a dependency cycle…); the test knows which field it broke and requires the message to name it.
 Valid inputs drawn from the same fields must be accepted.
 """
+
 from __future__ import annotations
 
 import copy
@@ -23,20 +24,46 @@ from hypothesis import strategies as st
 from rrsi.errors import UserError
 from rrsi.hub.hub import ReflectionHub
 from rrsi.scenario import parse_scenario
-from rrsi.schema import CONDITIONAL, IMPERATIVE_VERBS, Reflection, ReflectionContext, StepRecord, Summary, Trace, validate
+from rrsi.schema import (
+    CONDITIONAL,
+    IMPERATIVE_VERBS,
+    Reflection,
+    ReflectionContext,
+    StepRecord,
+    Summary,
+    Trace,
+    validate,
+)
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAN, INF = math.nan, math.inf
 ROOT = Path(__file__).resolve().parents[1]
 
-UP = {"name": "up", "domain_terms": ["date format"], "params": [
-    {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}]}
-DOWN = {"name": "down", "depends_on": ["up"], "domain_terms": ["summary"], "params": [
-    {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}]}
+UP = {
+    "name": "up",
+    "domain_terms": ["date format"],
+    "params": [
+        {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}
+    ],
+}
+DOWN = {
+    "name": "down",
+    "depends_on": ["up"],
+    "domain_terms": ["summary"],
+    "params": [
+        {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}
+    ],
+}
 CODES = [None, "UP_FAIL_001", "DOWN_FAIL_001", "SQL_SYNTAX_001"]
 
-BAD_SUMMARIES = ["text", {}, {"text": "x", "sha256": "nothex", "chars": 1}, {"text": "x", "sha256": "0" * 64, "chars": -1},
-                 {"text": "x" * 300, "sha256": "0" * 64, "chars": 300}, {"text": "x", "sha256": "0" * 64, "chars": 1, "raw": "x"}]
+BAD_SUMMARIES = [
+    "text",
+    {},
+    {"text": "x", "sha256": "nothex", "chars": 1},
+    {"text": "x", "sha256": "0" * 64, "chars": -1},
+    {"text": "x" * 300, "sha256": "0" * 64, "chars": 300},
+    {"text": "x", "sha256": "0" * 64, "chars": 1, "raw": "x"},
+]
 BAD_RECORD_VALUES: dict[str, list] = {
     "trace_id": ["", "x" * 129, None, 7, []],
     "step_id": ["", "x" * 129, None, 3.5],
@@ -207,8 +234,13 @@ def test_ingest_json_errors_name_the_field(hub, case):
 
 # Blank strings are left to test_ingest_json_takes_one_record_per_string (a known bug).
 @FUZZ
-@given(junk=st.lists(st.text(max_size=80).filter(str.strip) | st.binary(max_size=40) | st.integers() | st.none(),
-                     min_size=1, max_size=3))
+@given(
+    junk=st.lists(
+        st.text(max_size=80).filter(str.strip) | st.binary(max_size=40) | st.integers() | st.none(),
+        min_size=1,
+        max_size=3,
+    )
+)
 def test_ingest_json_refuses_junk(hub, junk):
     before = _state(hub)
     error = _refused(lambda: hub.ingest_json(junk), "")
@@ -227,7 +259,11 @@ def test_ingest_json_takes_one_record_per_string(hub, batch, blank):
 
 
 @FUZZ
-@given(junk=st.lists(st.text(max_size=20) | st.integers() | st.none() | st.lists(st.integers(), max_size=2), min_size=1, max_size=3))
+@given(
+    junk=st.lists(
+        st.text(max_size=20) | st.integers() | st.none() | st.lists(st.integers(), max_size=2), min_size=1, max_size=3
+    )
+)
 def test_ingest_refuses_non_records(hub, junk):
     before = _state(hub)
     _refused(lambda: hub.ingest(junk), "records[")
@@ -250,6 +286,7 @@ def test_ingest_revalidates_constructed_records(hub, record, field):
 
 
 # ---------------------------------------------------------------- traces
+
 
 @st.composite
 def trace_dicts(draw) -> dict:
@@ -303,8 +340,9 @@ def test_trace_refuses_bad(data, how, draw):
 
 # ---------------------------------------------------------------- reflections
 
-CONTEXT = ReflectionContext(params={"up": ["strict"], "down": ["length"]},
-                            domain_terms={"up": ["date format"], "down": ["summary"]})
+CONTEXT = ReflectionContext(
+    params={"up": ["strict"], "down": ["length"]}, domain_terms={"up": ["date format"], "down": ["summary"]}
+)
 TERMS = {"up": "date format", "down": "summary"}
 PARAM = {"up": "strict", "down": "length"}
 words = st.lists(st.from_regex(r"\A[a-z]{1,8}\Z"), max_size=8).map(" ".join)
@@ -332,12 +370,23 @@ REFLECTION_BREAKS: dict[str, list] = {
     "agent": ["", "ghost", None],
     "error_type": ["style", "", None, 3],
     "root_cause": ["", "x" * 129, "the weather was bad", None],
-    "correction": ["", "the threshold is off", "increase the threshold if it fails", "raise it when dates look odd",
-                   "tighten " + "x" * 260, None],
+    "correction": [
+        "",
+        "the threshold is off",
+        "increase the threshold if it fails",
+        "raise it when dates look odd",
+        "tighten " + "x" * 260,
+        None,
+    ],
     "confidence": [-0.1, 1.5, NAN, INF, "high", None],
-    "actions": ["increase", [{"agent": "up", "param": "speed", "op": "increase"}],
-                [{"agent": "ghost", "param": "strict", "op": "increase"}], [{"agent": "up", "param": "strict", "op": "set"}],
-                [{"agent": "up", "param": "strict", "op": "flip"}], [{"agent": "up", "param": "strict", "op": "set", "value": NAN}]],
+    "actions": [
+        "increase",
+        [{"agent": "up", "param": "speed", "op": "increase"}],
+        [{"agent": "ghost", "param": "strict", "op": "increase"}],
+        [{"agent": "up", "param": "strict", "op": "set"}],
+        [{"agent": "up", "param": "strict", "op": "flip"}],
+        [{"agent": "up", "param": "strict", "op": "set", "value": NAN}],
+    ],
 }
 REFLECTION_FIELD = {"actions": ("actions", "value", "op")}
 
@@ -349,7 +398,10 @@ def test_reflection_accepts_valid(data):
 
 
 @FUZZ
-@given(data=reflection_dicts(), mutation=mutations(REFLECTION_BREAKS, ["agent", "error_type", "root_cause", "correction", "confidence"]))
+@given(
+    data=reflection_dicts(),
+    mutation=mutations(REFLECTION_BREAKS, ["agent", "error_type", "root_cause", "correction", "confidence"]),
+)
 def test_reflection_refuses_bad(data, mutation):
     bad = _apply(data, mutation)
     with pytest.raises(UserError) as info:
@@ -421,13 +473,19 @@ def broken_scenarios(draw) -> tuple[dict, tuple[str, ...]]:
         if how == "duplicate":
             data["agents"].append(copy.deepcopy(agent))
             return data, ("duplicate",)
-        agent["depends_on"] = [*agent["depends_on"], draw(names.filter(lambda n: n not in {a["name"] for a in data["agents"]}))]
+        agent["depends_on"] = [
+            *agent["depends_on"],
+            draw(names.filter(lambda n: n not in {a["name"] for a in data["agents"]})),
+        ]
         return data, ("depends_on",)
     target, table, required = {
         "top": (data, SCENARIO_TOP, ["name", "agents"]),
         "agent": (agent, SCENARIO_AGENT, ["name", "base_error", "params"]),
-        "param": (draw(st.sampled_from(agent["params"])), SCENARIO_PARAM, ["name", "low", "high", "init", "optimum",
-                                                                            "sensitivity", "error_code", "error_type"]),
+        "param": (
+            draw(st.sampled_from(agent["params"])),
+            SCENARIO_PARAM,
+            ["name", "low", "high", "init", "optimum", "sensitivity", "error_code", "error_type"],
+        ),
     }[level]
     kind, field, value = draw(mutations(table, required))
     if kind == "drop":

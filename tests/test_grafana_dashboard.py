@@ -1,5 +1,6 @@
 """The Grafana dashboard charts every metric of :data:`rrsi.hub.metrics.METRICS`, under the name
 Prometheus gives it (``ray_`` prefix), broken out by each of its tags."""
+
 from __future__ import annotations
 
 import json

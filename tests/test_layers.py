@@ -6,6 +6,7 @@ imported), and every import in it counts: module top, function bodies, relative 
 and ``importlib.import_module("…")`` with a literal name. A module's floor is that of the
 longest floor name its dotted name starts with (``rrsi.hub.lm.data`` is on ``rrsi.hub``).
 """
+
 from __future__ import annotations
 
 import ast

@@ -1,4 +1,5 @@
 """ray_cluster.yaml passes Ray's own cluster-launcher validation and has the node types the hub needs."""
+
 from __future__ import annotations
 
 import copy

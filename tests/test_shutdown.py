@@ -1,6 +1,7 @@
 """The project stops every thread it starts: none of ours is left in Ray, torch or SQLite when the
 interpreter exits (a daemon thread still calling into native code while Python finalizes can
 kill the process with SIGSEGV after every test passed)."""
+
 from __future__ import annotations
 
 import json

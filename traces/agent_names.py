@@ -5,6 +5,7 @@ Who&When and OpenTelemetry name agents freely (spaces, slashes, leading digits);
 rewrites each original name once, keeps the rewrite unique within one trace, and remembers
 the mapping both ways so predictions can be reported under the original name.
 """
+
 from __future__ import annotations
 
 import re

@@ -4,6 +4,7 @@ A loader turns one file into one item or raises a :class:`~rrsi.errors.UserError
 message names the field that is wrong. :func:`load_dir` collects the good items and one
 :class:`LoadError` (path and reason) per bad file, so one malformed log never stops a run.
 """
+
 from __future__ import annotations
 
 import json
@@ -49,7 +50,9 @@ def natural_key(path: Path) -> tuple:
     return (0, int(stem), "") if stem.isdigit() else (1, 0, stem)
 
 
-def load_dir(directory: str | Path, loader: Callable[[Path], T], pattern: str = "*.json") -> tuple[list[T], list[LoadError]]:
+def load_dir(
+    directory: str | Path, loader: Callable[[Path], T], pattern: str = "*.json"
+) -> tuple[list[T], list[LoadError]]:
     """Apply ``loader`` to every file matching ``pattern`` in ``directory`` (natural order).
 
     Returns:

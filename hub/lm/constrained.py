@@ -20,6 +20,7 @@ considered first: lm-format-enforcer 0.11 does not import with transformers 5, a
 regular-language engines cannot express "no conditional clause" nor return option
 probabilities, which the Reflector needs for its confidence.
 """
+
 from __future__ import annotations
 
 import inspect
@@ -28,9 +29,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
-from rrsi.schema import CONDITIONAL
-
 from rrsi.hub.lm.template import FIELD_OF, Choice, Fixed, Free, Segment
+from rrsi.schema import CONDITIONAL
 
 __all__ = ["Decoded", "SegmentCodec", "ConstrainedDecoder"]
 
@@ -61,7 +61,10 @@ class SegmentCodec:
         special = set(tokenizer.all_special_ids)
         self.pieces = pieces
         self.safe = torch.tensor(
-            [i not in special and bool(p) and all(" " <= c <= "~" and c not in '"\\' for c in p) for i, p in enumerate(pieces)]
+            [
+                i not in special and bool(p) and all(" " <= c <= "~" and c not in '"\\' for c in p)
+                for i, p in enumerate(pieces)
+            ]
         )
         self.piece_len = torch.tensor([len(p) for p in pieces])
         self.spaced = torch.tensor([p.startswith(" ") for p in pieces])
@@ -268,7 +271,9 @@ class ConstrainedDecoder:
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
         cache = {self._cache_arg: DynamicCache(config=self.model.config)}
         width = tail.shape[1]
-        out = self.model(input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=width + 1, **cache)
+        out = self.model(
+            input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=width + 1, **cache
+        )
         last = attn.sum(-1) - 1
         while not all(r.done for r in rows):
             # Logits at each row's last real token: ``width + 1 - 1 - (width - len(run))`` from the left.
@@ -289,8 +294,14 @@ class ConstrainedDecoder:
             positions = last.cpu().unsqueeze(1) + real.cumsum(-1).clamp(min=1)
             last = last + real.sum(-1).to(last.device)
             attn = torch.cat([attn, real.to(self.device)], dim=1)
-            out = self.model(input_ids=step.to(self.device), attention_mask=attn, position_ids=positions.to(self.device),
-                             use_cache=True, logits_to_keep=width, **cache)
+            out = self.model(
+                input_ids=step.to(self.device),
+                attention_mask=attn,
+                position_ids=positions.to(self.device),
+                use_cache=True,
+                logits_to_keep=width,
+                **cache,
+            )
         return [Decoded(self.tokenizer.decode(r.out), r.values, r.logp, len(r.out)) for r in rows]
 
     def _pad(self, runs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:

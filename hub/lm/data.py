@@ -18,6 +18,7 @@ Three sources:
 
 :func:`sqrt_frequency_weights` samples by √(frequency) of the error type.
 """
+
 from __future__ import annotations
 
 import json
@@ -31,19 +32,26 @@ from typing import NamedTuple
 import numpy as np
 
 from rrsi.agents.executor import ExecutionResult, Task
-from rrsi.sim.pipeline import Pipeline, RunStep
-from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.config import MIN_EVIDENCE
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.baselines import combine, most_upstream, root_steps
-from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
-from rrsi.scenario import Scenario
-
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.template import VERBS
+from rrsi.scenario import Scenario
+from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
+from rrsi.sim.pipeline import Pipeline, RunStep
+from rrsi.sim.simulated import SimulatedExecutor
 
-__all__ = ["Example", "synthetic_examples", "whowhen_examples", "load_jsonl", "example_from_row", "label_texts", "sqrt_frequency_weights",
-           "WHOWHEN_CODE"]
+__all__ = [
+    "Example",
+    "synthetic_examples",
+    "whowhen_examples",
+    "load_jsonl",
+    "example_from_row",
+    "label_texts",
+    "sqrt_frequency_weights",
+    "WHOWHEN_CODE",
+]
 
 WHOWHEN_CODE = "TASK_FAILED_001"
 _UNPRINTABLE = re.compile(r'[^ -~]|["\\]')
@@ -83,7 +91,11 @@ def _draw_params(scenario: Scenario, rng: np.random.Generator) -> dict[str, dict
         agent = scenario.agents[int(i)]
         p = agent.params[int(rng.integers(len(agent.params)))]
         span, room_up = p.high - p.low, p.high - p.optimum
-        up = rng.random() < 0.5 if room_up > 0.35 * span and p.optimum - p.low > 0.35 * span else room_up > p.optimum - p.low
+        up = (
+            rng.random() < 0.5
+            if room_up > 0.35 * span and p.optimum - p.low > 0.35 * span
+            else room_up > p.optimum - p.low
+        )
         v = float(np.clip(p.optimum + (1 if up else -1) * rng.uniform(0.35, 0.6) * span, p.low, p.high))
         values[agent.name][p.name] = float(round(v)) if p.kind == "int" else v
     return values
@@ -108,10 +120,20 @@ def _failing_trace(steps: dict[str, _Step]) -> Trace | None:
         return None
     records = [
         StepRecord(
-            trace_id=task.trace_id, step_id=task.step_id, agent=agent, task_id=task.task_id, parents=task.parents,
-            input=Summary.of(task.inputs), output=Summary.of(res.output), tool_calls=res.tool_calls, tools=res.tools,
-            intermediate_steps=res.intermediate_steps, scratchpad=res.scratchpad, execution_time=0.001,
-            error_code=res.error_code, timestamp=float(i),
+            trace_id=task.trace_id,
+            step_id=task.step_id,
+            agent=agent,
+            task_id=task.task_id,
+            parents=task.parents,
+            input=Summary.of(task.inputs),
+            output=Summary.of(res.output),
+            tool_calls=res.tool_calls,
+            tools=res.tools,
+            intermediate_steps=res.intermediate_steps,
+            scratchpad=res.scratchpad,
+            execution_time=0.001,
+            error_code=res.error_code,
+            timestamp=float(i),
         )
         for i, (agent, (task, res)) in enumerate(steps.items())
     ]
@@ -125,7 +147,8 @@ def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: boo
     if op is None:
         return {
             "error_type": p.error_type,
-            "root_cause": f"{term}: too few {p.error_code} failures to tell"[:128] if few
+            "root_cause": f"{term}: too few {p.error_code} failures to tell"[:128]
+            if few
             else f"{term}: {p.error_code} failures point both ways"[:128],
             "correction": f"Keep {param} unchanged"[:256],
             "action": None,
@@ -139,8 +162,9 @@ def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: boo
     }
 
 
-def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truths: list[dict], values: dict,
-           min_evidence: int) -> dict:
+def _label(
+    scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truths: list[dict], values: dict, min_evidence: int
+) -> dict:
     """The expert reflection of one agent from the simulator's truth about its root failures."""
     caused = Counter(t["param"] for t in truths if t["cause"] == "param")
     term = (spec.domain_terms or [spec.name])[0]
@@ -156,7 +180,9 @@ def _label(scenario: Scenario, spec: AgentSpec, records: list[StepRecord], truth
     return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
 
 
-def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = MIN_EVIDENCE) -> list[Example]:
+def synthetic_examples(
+    scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = MIN_EVIDENCE
+) -> list[Example]:
     """``n`` labelled incidents simulated from ``scenario``.
 
     Args:
@@ -177,7 +203,9 @@ def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 8
     while len(out) < n:
         k = len(out)
         values = _draw_params(scenario, rng)
-        executors = {a.name: SimulatedExecutor(scenario, a.name, run_seed=seed * 1_000_003 + k) for a in scenario.agents}
+        executors = {
+            a.name: SimulatedExecutor(scenario, a.name, run_seed=seed * 1_000_003 + k) for a in scenario.agents
+        }
         roots, truths, attributions = [], {}, []
         n_tasks = int(np.exp(rng.uniform(np.log(15), np.log(max_tasks + 1))))
         run_step = _call_executors(executors, values)
@@ -193,10 +221,16 @@ def synthetic_examples(scenario: Scenario, n: int, seed: int, max_tasks: int = 8
             continue
         by_agent = {a: [r for r in roots if r.agent == a][-shown:] for a in sorted(truths)}
         truths = {a: t[-shown:] for a, t in truths.items()}  # labels judge what the prompt shows
-        reflections = [_label(scenario, specs[a], recs, truths[a], values[a], min_evidence) for a, recs in by_agent.items()]
+        reflections = [
+            _label(scenario, specs[a], recs, truths[a], values[a], min_evidence) for a, recs in by_agent.items()
+        ]
         caused = {a: sum(t["cause"] == "param" for t in truths[a]) for a in by_agent}
         attribution = combine(attributions)
-        root = max(caused, key=lambda a: (caused[a], a == attribution.root_agent)) if any(caused.values()) else attribution.root_agent
+        root = (
+            max(caused, key=lambda a: (caused[a], a == attribution.root_agent))
+            if any(caused.values())
+            else attribution.root_agent
+        )
         incident = IncidentInput(f"sim-{seed}-{k}", attribution, roots, specs)
         out.append(Example(incident, root, reflections, "synthetic"))
     return out
@@ -229,12 +263,19 @@ def whowhen_examples(directory: str | Path, split: str = "train", holdout: float
         agent = log.labels.mistake_agent
         # The annotated step is the evidence, held against the annotated agent even where
         # another participant spoke it (the log blames the agent, the step shows the damage).
-        step = log.trace.steps[log.labels.mistake_step].model_copy(update={"agent": agent, "error_code": WHOWHEN_CODE, "parents": []})
+        step = log.trace.steps[log.labels.mistake_step].model_copy(
+            update={"agent": agent, "error_code": WHOWHEN_CODE, "parents": []}
+        )
         spec = AgentSpec(name=agent)
-        attribution = Attribution(agent_blame={agent: 1.0}, root_agent=agent, decisive_step=step.step_id, model="annotation")
+        attribution = Attribution(
+            agent_blame={agent: 1.0}, root_agent=agent, decisive_step=step.step_id, model="annotation"
+        )
         reflection = {
-            "agent": agent, "error_type": "logic", "root_cause": _clean(log.labels.mistake_reason, 128),
-            "correction": "Verify the step against the task before answering", "action": None,
+            "agent": agent,
+            "error_type": "logic",
+            "root_cause": _clean(log.labels.mistake_reason, 128),
+            "correction": "Verify the step against the task before answering",
+            "action": None,
         }
         incident = IncidentInput(f"whowhen-{log.name}", attribution, [step], {agent: spec})
         out.append(Example(incident, agent, [reflection], "whowhen", groups=("root_cause",)))
@@ -249,9 +290,16 @@ def _user_reflection(where: str, r: dict, spec: AgentSpec) -> dict:
     cause = r["root_cause"] if term or not spec.domain_terms else f"{spec.domain_terms[0]}: {r['root_cause']}"
     correction = r["correction"][0].upper() + r["correction"][1:]
     if correction.split(" ", 1)[0] not in VERBS:
-        raise SchemaError(f"{where}: correction of {spec.name!r} must start with an imperative verb (got {correction[:20]!r})")
-    return {"agent": spec.name, "error_type": r["error_type"], "root_cause": _clean(cause, 128), "correction": _clean(correction, 256),
-            "action": (actions[0]["param"], actions[0]["op"]) if actions else None}
+        raise SchemaError(
+            f"{where}: correction of {spec.name!r} must start with an imperative verb (got {correction[:20]!r})"
+        )
+    return {
+        "agent": spec.name,
+        "error_type": r["error_type"],
+        "root_cause": _clean(cause, 128),
+        "correction": _clean(correction, 256),
+        "action": (actions[0]["param"], actions[0]["op"]) if actions else None,
+    }
 
 
 ROW_KEYS = frozenset({"incident_id", "attribution", "root_records", "specs", "reflection"})
@@ -270,14 +318,23 @@ def example_from_row(row: dict, where: str = "row", source: str = "user") -> Exa
         raise SchemaError(f"{where}: missing keys {sorted(missing)}")
     specs = {s.name: s for s in (validate(AgentSpec, s, where=f"{where}.specs") for s in row["specs"])}
     records = [validate(StepRecord, r, where=f"{where}.root_records") for r in row["root_records"]]
-    joint = validate(JointReflection, {**row["reflection"], "incident_id": row["incident_id"], "backend": source}, where=f"{where}.reflection")
+    joint = validate(
+        JointReflection,
+        {**row["reflection"], "incident_id": row["incident_id"], "backend": source},
+        where=f"{where}.reflection",
+    )
     by_agent = {r.agent: r for r in joint.reflections}
     agents = sorted({r.agent for r in records if r.failed and r.agent in specs})
     if set(agents) != set(by_agent):
-        raise SchemaError(f"{where}.reflection: needs exactly one reflection per agent with failing records {agents} (got {sorted(by_agent)})")
+        raise SchemaError(
+            f"{where}.reflection: needs exactly one reflection per agent with failing records {agents} "
+            f"(got {sorted(by_agent)})"
+        )
     reflections = [_user_reflection(where, by_agent[a].model_dump(), specs[a]) for a in agents]
     attribution = validate(Attribution, row["attribution"], where=f"{where}.attribution")
-    return Example(IncidentInput(row["incident_id"], attribution, records, specs), joint.root_agent, reflections, source)
+    return Example(
+        IncidentInput(row["incident_id"], attribution, records, specs), joint.root_agent, reflections, source
+    )
 
 
 def load_jsonl(path: str | Path) -> list[Example]:

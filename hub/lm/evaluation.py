@@ -6,13 +6,14 @@ root-agent agreement with the simulator's truth, and action accuracy (param and 
 or no action, per agent). On Who&When it reports the mean cosine similarity, in MiniLM
 embedding space, between each generated root cause and the annotated ``mistake_reason``.
 """
+
 from __future__ import annotations
 
 import time
 
 from rrsi.hub.lm.data import Example
-from rrsi.hub.lm.prompt import prepare
 from rrsi.hub.lm.lm_reflector import LMReflector
+from rrsi.hub.lm.prompt import prepare
 
 __all__ = ["evaluate_synthetic", "whowhen_similarity"]
 
@@ -22,7 +23,10 @@ def _outputs(reflector, examples: list[Example]) -> tuple[list, float]:
     if hasattr(reflector, "reflect_batch"):
         outs = reflector.reflect_batch([e.incident for e in examples])
     else:
-        outs = [reflector.reflect(i.incident_id, i.attribution, i.root_records, i.specs) for i in (e.incident for e in examples)]
+        outs = [
+            reflector.reflect(i.incident_id, i.attribution, i.root_records, i.specs)
+            for i in (e.incident for e in examples)
+        ]
     return outs, time.perf_counter() - t0
 
 

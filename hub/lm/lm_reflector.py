@@ -15,6 +15,7 @@ incident or asks its fallback Reflector), so one bad generation never stops a ba
 An agent's confidence is P(error type) · P(action choice) under the constrained
 distribution: the model's own probability of the decision the update acts on.
 """
+
 from __future__ import annotations
 
 import json
@@ -24,14 +25,13 @@ from pathlib import Path
 
 import torch
 
-from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.devices import resolve_device
+from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
-from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
-
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.constrained import ConstrainedDecoder, Decoded
 from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, chat_prompt, prepare
+from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
 
 __all__ = ["LMReflector", "parse_output", "load_adapted"]
 
@@ -61,24 +61,48 @@ def parse_output(text: str, logp: dict[str, float], prep: Prepared, backend: str
     reflections = []
     for i, r in enumerate(data["reflections"]):
         if not isinstance(r, dict) or not isinstance(r.get("actions", []), list):
-            raise SchemaError(f"output.reflections[{i}]: expected an object with agent, error_type, root_cause, correction, actions")
+            raise SchemaError(
+                f"output.reflections[{i}]: expected an object with agent, error_type, root_cause, correction, actions"
+            )
         confidence = math.exp(logp.get(f"{i}.error_type", 0.0) + logp.get(f"{i}.actions", 0.0))
         actions = [{"agent": r.get("agent"), **a} if isinstance(a, dict) else a for a in r.get("actions", [])]
-        body = {k: v for k, v in r.items() if k not in ("actions", "evidence")}  # evidence: the template's restated votes
-        reflections.append(validate(Reflection, {**body, "confidence": min(1.0, confidence), "actions": actions},
-                                    context=context, where=f"output.reflections[{i}]"))
+        body = {
+            k: v for k, v in r.items() if k not in ("actions", "evidence")
+        }  # evidence: the template's restated votes
+        reflections.append(
+            validate(
+                Reflection,
+                {**body, "confidence": min(1.0, confidence), "actions": actions},
+                context=context,
+                where=f"output.reflections[{i}]",
+            )
+        )
     root = data.get("root_agent")
     lead = next((r for r in reflections if r.agent == root), None)
     if lead is None:
-        raise SchemaError(f"output.root_agent: {root!r} needs a reflection; reflections cover {[r.agent for r in reflections]}")
-    return validate(JointReflection, {
-        "incident_id": prep.incident.incident_id, "root_agent": root, "root_cause": lead.root_cause,
-        "reflections": [r.model_dump() for r in reflections], "backend": backend,
-    }, where="output")
+        raise SchemaError(
+            f"output.root_agent: {root!r} needs a reflection; reflections cover {[r.agent for r in reflections]}"
+        )
+    return validate(
+        JointReflection,
+        {
+            "incident_id": prep.incident.incident_id,
+            "root_agent": root,
+            "root_cause": lead.root_cause,
+            "reflections": [r.model_dump() for r in reflections],
+            "backend": backend,
+        },
+        where="output",
+    )
 
 
-def load_adapted(adapter: str | Path | None, base: str | Path | None = None, device: str = "cpu", merge: bool = True,
-                 precision: str = "fp32"):
+def load_adapted(
+    adapter: str | Path | None,
+    base: str | Path | None = None,
+    device: str = "cpu",
+    merge: bool = True,
+    precision: str = "fp32",
+):
     """The base model with the LoRA ``adapter`` applied (merged into the weights when ``merge``).
 
     Args:
@@ -114,9 +138,18 @@ class LMReflector:
 
     backend = "lm"
 
-    def __init__(self, registry: ErrorCodeRegistry, adapter: str | Path | None = None, base: str | Path | None = None,
-                 device: str = "auto", prompt: PromptConfig | None = None, batch_size: int = 8, model=None, tokenizer=None,
-                 precision: str = "auto") -> None:
+    def __init__(
+        self,
+        registry: ErrorCodeRegistry,
+        adapter: str | Path | None = None,
+        base: str | Path | None = None,
+        device: str = "auto",
+        prompt: PromptConfig | None = None,
+        batch_size: int = 8,
+        model=None,
+        tokenizer=None,
+        precision: str = "auto",
+    ) -> None:
         if batch_size < 1:
             raise SchemaError(f"batch_size: must be >= 1 (got {batch_size})")
         if precision not in ("auto", "fp32", "bf16"):
@@ -131,8 +164,9 @@ class LMReflector:
         self.rejected = 0
         self.tokens = 0
 
-    def reflect(self, incident_id: str, attribution: Attribution, root_records: list[StepRecord],
-                specs: dict[str, AgentSpec]) -> JointReflection | None:
+    def reflect(
+        self, incident_id: str, attribution: Attribution, root_records: list[StepRecord], specs: dict[str, AgentSpec]
+    ) -> JointReflection | None:
         """Reflect on the root-attributed failing records of one incident; None without evidence."""
         return self.reflect_batch([IncidentInput(incident_id, attribution, root_records, specs)])[0]
 

@@ -14,6 +14,7 @@ over choices, so an action spelled in twelve tokens (eleven of them determined b
 first) weighs as much as a one-token "[]". Forced skeleton tokens carry no loss. Examples
 are drawn by √(frequency) of error type.
 """
+
 from __future__ import annotations
 
 import math
@@ -25,18 +26,27 @@ import torch
 from pydantic import Field, field_validator
 from tqdm.auto import tqdm
 
-from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.devices import resolve_device
+from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
-from rrsi.schema import _Model, validate
-
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.constrained import SegmentCodec
 from rrsi.hub.lm.data import Example, sqrt_frequency_weights
 from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
 from rrsi.hub.lm.template import render_values
+from rrsi.schema import _Model, validate
 
-__all__ = ["FieldWeights", "TrainConfig", "Encoded", "encode_examples", "loss_positions", "token_shares", "weighted_loss", "group_totals", "train_lora"]
+__all__ = [
+    "FieldWeights",
+    "TrainConfig",
+    "Encoded",
+    "encode_examples",
+    "loss_positions",
+    "token_shares",
+    "weighted_loss",
+    "group_totals",
+    "train_lora",
+]
 
 
 class FieldWeights(_Model):
@@ -145,8 +155,9 @@ def token_shares(groups: list[str | None]) -> list[float]:
     return shares
 
 
-def encode_examples(examples: list[Example], tokenizer, codec: SegmentCodec, registry: ErrorCodeRegistry,
-                    config: TrainConfig) -> list[Encoded]:
+def encode_examples(
+    examples: list[Example], tokenizer, codec: SegmentCodec, registry: ErrorCodeRegistry, config: TrainConfig
+) -> list[Encoded]:
     """Tokenize examples into prompt + target answer with loss groups.
 
     Raises:
@@ -156,7 +167,9 @@ def encode_examples(examples: list[Example], tokenizer, codec: SegmentCodec, reg
     for ex in examples:
         prep = prepare(ex.incident, registry, config.prompt)
         if prep is None:
-            raise SchemaError(f"examples: incident {ex.incident.incident_id!r} has no failing records of a registered agent")
+            raise SchemaError(
+                f"examples: incident {ex.incident.incident_id!r} has no failing records of a registered agent"
+            )
         try:
             values = render_values(prep.views, ex.root_agent, ex.reflections)
         except ValueError as exc:
@@ -165,20 +178,22 @@ def encode_examples(examples: list[Example], tokenizer, codec: SegmentCodec, reg
         if ex.groups is not None:
             groups = [g if g in ex.groups else None for g in groups]
         prompt = tokenizer(chat_prompt(tokenizer, prep.text), add_special_tokens=False)["input_ids"]
-        prompt = prompt[-max(1, config.max_length - len(target)):]
+        prompt = prompt[-max(1, config.max_length - len(target)) :]
         out.append(Encoded(prompt + target, [None] * len(prompt) + groups, ex.error_type))
     return out
 
 
-def _batch(items: list[Encoded], pad: int, device: str) -> tuple[torch.Tensor, torch.Tensor, list[list[str | None]], list[list[float]]]:
+def _batch(
+    items: list[Encoded], pad: int, device: str
+) -> tuple[torch.Tensor, torch.Tensor, list[list[str | None]], list[list[float]]]:
     """Left-padded ids, attention mask, groups and shares: all answers end at the last position."""
     width = max(len(e.ids) for e in items)
     ids = torch.full((len(items), width), pad, dtype=torch.long)
     attn = torch.zeros((len(items), width), dtype=torch.long)
     groups, shares = [], []
     for i, e in enumerate(items):
-        ids[i, width - len(e.ids):] = torch.tensor(e.ids)
-        attn[i, width - len(e.ids):] = 1
+        ids[i, width - len(e.ids) :] = torch.tensor(e.ids)
+        attn[i, width - len(e.ids) :] = 1
         groups.append([None] * (width - len(e.ids)) + e.groups)
         shares.append([0.0] * (width - len(e.ids)) + e.shares)
     return ids.to(device), attn.to(device), groups, shares
@@ -187,7 +202,7 @@ def _batch(items: list[Encoded], pad: int, device: str) -> tuple[torch.Tensor, t
 def _parts(items: list[Encoded], size: int) -> list[list[Encoded]]:
     """``items`` in runs of ``size``, longest first (so a run pads little)."""
     ordered = sorted(items, key=lambda e: len(e.ids), reverse=True)
-    return [ordered[i:i + size] for i in range(0, len(ordered), size)]
+    return [ordered[i : i + size] for i in range(0, len(ordered), size)]
 
 
 def loss_positions(groups: list[list[str | None]]) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
@@ -216,8 +231,14 @@ def group_totals(items: list[Encoded]) -> dict[str, float]:
     return totals
 
 
-def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, names: list[str], weights: FieldWeights,
-                  shares: list[float] | None = None, totals: dict[str, float] | None = None) -> torch.Tensor:
+def weighted_loss(
+    logits: torch.Tensor,
+    targets: torch.Tensor,
+    names: list[str],
+    weights: FieldWeights,
+    shares: list[float] | None = None,
+    totals: dict[str, float] | None = None,
+) -> torch.Tensor:
     """L = Σ_g w_g · (Σ_{t∈g} CE_t / Σ_{t∈g} share_t) / Σ_{g present} w_g.
 
     Args:
@@ -244,8 +265,15 @@ def weighted_loss(logits: torch.Tensor, targets: torch.Tensor, names: list[str],
     return total / norm
 
 
-def _step_loss(model, ids: torch.Tensor, attn: torch.Tensor, groups: list[list[str | None]], shares: list[list[float]],
-               weights: FieldWeights, totals: dict[str, float] | None = None) -> torch.Tensor:
+def _step_loss(
+    model,
+    ids: torch.Tensor,
+    attn: torch.Tensor,
+    groups: list[list[str | None]],
+    shares: list[list[float]],
+    weights: FieldWeights,
+    totals: dict[str, float] | None = None,
+) -> torch.Tensor:
     """Forward the decoder, apply the output head only where a token carries loss."""
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
@@ -271,13 +299,24 @@ def _peft_model(config: TrainConfig, device: str):
     if config.lora_layers is not None and config.lora_layers > n_layers:
         raise SchemaError(f"train.lora_layers: the model has {n_layers} layers (got {config.lora_layers})")
     layers = None if config.lora_layers is None else list(range(n_layers - config.lora_layers, n_layers))
-    lora = LoraConfig(r=config.lora_r, lora_alpha=config.lora_alpha, lora_dropout=config.lora_dropout,
-                      target_modules=list(config.target_modules), layers_to_transform=layers, task_type="CAUSAL_LM")
+    lora = LoraConfig(
+        r=config.lora_r,
+        lora_alpha=config.lora_alpha,
+        lora_dropout=config.lora_dropout,
+        target_modules=list(config.target_modules),
+        layers_to_transform=layers,
+        task_type="CAUSAL_LM",
+    )
     return get_peft_model(model, lora)
 
 
-def train_lora(examples: list[Example], registry: ErrorCodeRegistry, config: TrainConfig | dict | None = None,
-               out: str | Path | None = None, progress: bool = True) -> dict:
+def train_lora(
+    examples: list[Example],
+    registry: ErrorCodeRegistry,
+    config: TrainConfig | dict | None = None,
+    out: str | Path | None = None,
+    progress: bool = True,
+) -> dict:
     """Fine-tune a LoRA adapter on ``examples`` and (``out``) save it with ``save_pretrained``.
 
     Args:
@@ -332,6 +371,14 @@ def train_lora(examples: list[Example], registry: ErrorCodeRegistry, config: Tra
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
     head = losses[: max(1, len(losses) // 10)]
-    tail = losses[-max(1, len(losses) // 10):]
-    return {"steps": steps, "precision": "bf16" if use_bf16 else "fp32", "loss_first": sum(head) / len(head), "loss_last": sum(tail) / len(tail),
-            "seconds": time.perf_counter() - t0, "device": device, "examples": len(examples), "model": model}
+    tail = losses[-max(1, len(losses) // 10) :]
+    return {
+        "steps": steps,
+        "precision": "bf16" if use_bf16 else "fp32",
+        "loss_first": sum(head) / len(head),
+        "loss_last": sum(tail) / len(tail),
+        "seconds": time.perf_counter() - t0,
+        "device": device,
+        "examples": len(examples),
+        "model": model,
+    }

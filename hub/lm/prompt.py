@@ -19,6 +19,7 @@ the cause of most of the agent's failures, in at least five of them?), not this 
 the two can disagree; the model weighs the evidence: whether to act, which agent is the
 root, and what to write about it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -27,12 +28,22 @@ from pydantic import Field
 
 from rrsi.agents.self_reflection import reflection_context, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.hub.lm.template import AgentView, Segment, program
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
 from rrsi.stats import sign_test
 
-from rrsi.hub.lm.template import AgentView, Segment, program
-
-__all__ = ["PromptConfig", "SYSTEM", "IncidentInput", "Prepared", "prepare", "evidence_by_agent", "agent_views", "vote_summary", "prompt_text", "chat_prompt"]
+__all__ = [
+    "PromptConfig",
+    "SYSTEM",
+    "IncidentInput",
+    "Prepared",
+    "prepare",
+    "evidence_by_agent",
+    "agent_views",
+    "vote_summary",
+    "prompt_text",
+    "chat_prompt",
+]
 
 SYSTEM = "You analyse failures of a pipeline of agents and answer with one JSON reflection."
 
@@ -83,7 +94,9 @@ class Prepared:
     context: ReflectionContext
 
 
-def prepare(incident: IncidentInput, registry: ErrorCodeRegistry, config: PromptConfig | None = None) -> Prepared | None:
+def prepare(
+    incident: IncidentInput, registry: ErrorCodeRegistry, config: PromptConfig | None = None
+) -> Prepared | None:
     """Prompt and program for ``incident``; None when no registered agent has failing records.
 
     Args:
@@ -92,12 +105,19 @@ def prepare(incident: IncidentInput, registry: ErrorCodeRegistry, config: Prompt
         config: prompt limits.
     """
     config = config or PromptConfig()
-    evidence = {a: records[-config.max_records :] for a, records in evidence_by_agent(incident.root_records, incident.specs).items()}
+    evidence = {
+        a: records[-config.max_records :]
+        for a, records in evidence_by_agent(incident.root_records, incident.specs).items()
+    }
     if not evidence:
         return None
     context = reflection_context([incident.specs[a] for a in evidence], registry)
-    views = agent_views(list(evidence), incident.specs, context,
-                        {a: vote_summary(incident.specs[a], records, registry, config) for a, records in evidence.items()})
+    views = agent_views(
+        list(evidence),
+        incident.specs,
+        context,
+        {a: vote_summary(incident.specs[a], records, registry, config) for a, records in evidence.items()},
+    )
     text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
     return Prepared(incident, text, views, program(views, config.max_tokens, incident.attribution.root_agent), context)
 
@@ -114,16 +134,23 @@ def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec
     return dict(sorted(by_agent.items()))
 
 
-def agent_views(agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext,
-                evidence: dict[str, str] | None = None) -> list[AgentView]:
+def agent_views(
+    agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext, evidence: dict[str, str] | None = None
+) -> list[AgentView]:
     """The template's view of each agent: declared params, the domain terms it may cite and
     the evidence line the answer restates (:func:`vote_summary`)."""
     evidence = evidence or {}
-    return [AgentView(a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ())), evidence.get(a, ""))
-            for a in agents]
+    return [
+        AgentView(
+            a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ())), evidence.get(a, "")
+        )
+        for a in agents
+    ]
 
 
-def vote_summary(spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: PromptConfig | None = None) -> str:
+def vote_summary(
+    spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: PromptConfig | None = None
+) -> str:
     """One line of an agent's symptom votes, e.g. ``parse_strictness increase 37 of 38, one-sided``
     (params in declaration order, ``; `` between them; ``no symptoms`` without votes)."""
     config = config or PromptConfig()

@@ -12,6 +12,7 @@ Three scores in [0, 1]:
 composite = w_loc·localization + w_act·actionability + w_cov·coverage (weights sum to one);
 below the threshold (0.7) the reflection is routed to human review instead of the updater.
 """
+
 from __future__ import annotations
 
 from typing import Literal
@@ -70,8 +71,9 @@ def _coverage(joint: JointReflection, context: ReflectionContext) -> float:
     return sum(hits) / len(hits)
 
 
-def score_reflection(joint: JointReflection, attribution: Attribution, context: ReflectionContext,
-                     config: QualityConfig | None = None) -> QualityScore:
+def score_reflection(
+    joint: JointReflection, attribution: Attribution, context: ReflectionContext, config: QualityConfig | None = None
+) -> QualityScore:
     """Localization, actionability, coverage and their weighted composite.
 
     Args:

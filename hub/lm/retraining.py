@@ -26,6 +26,7 @@ sample or ``every_days``.
 
 A plan promoted and later rolled back by hand after its sample was labelled keeps that label.
 """
+
 from __future__ import annotations
 
 import concurrent.futures
@@ -41,11 +42,10 @@ from pydantic import Field
 
 from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
-from rrsi.store import SAMPLE_STATES, Store
-
 from rrsi.hub.lm.data import example_from_row, label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
+from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
+from rrsi.store import SAMPLE_STATES, Store
 
 __all__ = ["RetrainingPolicy", "Retrainer", "sample_row", "settled_row", "retrain_adapter", "DAY_S"]
 
@@ -106,20 +106,38 @@ def _keep(spec: AgentSpec, param: str, records: list[dict]) -> dict | None:
     if spec.params and param not in {p.name for p in spec.params}:
         return None
     texts = label_texts(spec, term, param, None, few=len(records) < MIN_EVIDENCE)
-    return {"agent": spec.name, "error_type": texts["error_type"], "root_cause": texts["root_cause"],
-            "correction": texts["correction"], "confidence": 1.0, "actions": []}
+    return {
+        "agent": spec.name,
+        "error_type": texts["error_type"],
+        "root_cause": texts["root_cause"],
+        "correction": texts["correction"],
+        "confidence": 1.0,
+        "actions": [],
+    }
 
 
 def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | None:
     """The sample labelled by its plans' outcomes (see the module doc); None when it cannot be labelled."""
     awaiting = {u.agent for plan, outcome in outcomes if outcome == "awaiting" for u in plan.updates}
     if awaiting:
-        row = {**row, "root_records": [r for r in row["root_records"] if r["agent"] not in awaiting],
-               "specs": [s for s in row["specs"] if s["name"] not in awaiting],
-               "reflection": {**row["reflection"], "reflections": [r for r in row["reflection"]["reflections"] if r["agent"] not in awaiting]}}
+        row = {
+            **row,
+            "root_records": [r for r in row["root_records"] if r["agent"] not in awaiting],
+            "specs": [s for s in row["specs"] if s["name"] not in awaiting],
+            "reflection": {
+                **row["reflection"],
+                "reflections": [r for r in row["reflection"]["reflections"] if r["agent"] not in awaiting],
+            },
+        }
     specs = {s["name"]: AgentSpec.model_validate(s) for s in row["specs"]}
-    promoted = {(u.agent, p) for plan, outcome in outcomes if outcome == "promoted" for u in plan.updates
-                for p in u.theta_new if u.theta_new[p] != u.theta_old.get(p)}
+    promoted = {
+        (u.agent, p)
+        for plan, outcome in outcomes
+        if outcome == "promoted"
+        for u in plan.updates
+        for p in u.theta_new
+        if u.theta_new[p] != u.theta_old.get(p)
+    }
     failing: dict[str, list[dict]] = {}
     for r in row["root_records"]:
         if r.get("error_code") and r["agent"] in specs:
@@ -157,8 +175,14 @@ def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str,
     previous = json.loads(info.read_text()).get("config", {}) if info.is_file() else DEFAULT_TRAINING
     config = {k: v for k, v in previous.items() if k in TrainConfig.model_fields}
     config.update(steps=None, epochs=policy.epochs, lr=policy.lr, init_adapter=str(adapter))
-    path, report = save_trained(examples, registry, config, adapter, progress=False,
-                                info={"retrained_at": time.time(), "samples": [r["incident_id"] for r in rows]})
+    path, report = save_trained(
+        examples,
+        registry,
+        config,
+        adapter,
+        progress=False,
+        info={"retrained_at": time.time(), "samples": [r["incident_id"] for r in rows]},
+    )
     return {"adapter": str(path), **report}
 
 
@@ -176,9 +200,16 @@ class Retrainer:
         train: ``(rows, registry, adapter, policy) -> report``; default :func:`retrain_adapter`.
     """
 
-    def __init__(self, store: Store, registry: ErrorCodeRegistry, adapter: str | Path, policy: RetrainingPolicy | None = None,
-                 num_gpus: float = 0.0, runner: Literal["auto", "ray", "thread", "inline"] = "auto",
-                 train: Callable[..., dict] | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        registry: ErrorCodeRegistry,
+        adapter: str | Path,
+        policy: RetrainingPolicy | None = None,
+        num_gpus: float = 0.0,
+        runner: Literal["auto", "ray", "thread", "inline"] = "auto",
+        train: Callable[..., dict] | None = None,
+    ) -> None:
         self.store, self.registry, self.adapter = store, registry, Path(adapter)
         self.policy = policy or RetrainingPolicy()
         self.num_gpus, self.runner = num_gpus, runner
@@ -232,7 +263,11 @@ class Retrainer:
         now = time.time() if now is None else now
         if not self.policy.due(n_ready, self.last_trained, now):
             return None
-        if self._failed is not None and n_ready <= self._failed[0] and now - self._failed[1] < self.policy.every_days * DAY_S:
+        if (
+            self._failed is not None
+            and n_ready <= self._failed[0]
+            and now - self._failed[1] < self.policy.every_days * DAY_S
+        ):
             return None
         ready = self.store.samples("ready")
         self._job_ids = [i for i, _ in ready]
@@ -281,6 +316,10 @@ class Retrainer:
 
     def status(self) -> dict:
         counts = self.store.sample_counts()
-        return {"adapter": str(self.adapter), "running": self.running, "last_trained": self.last_trained,
-                "samples": {s: counts.get(s, 0) for s in SAMPLE_STATES},
-                "last_report": {k: v for k, v in (self.last_report or {}).items() if k != "samples"} or None}
+        return {
+            "adapter": str(self.adapter),
+            "running": self.running,
+            "last_trained": self.last_trained,
+            "samples": {s: counts.get(s, 0) for s in SAMPLE_STATES},
+            "last_report": {k: v for k, v in (self.last_report or {}).items() if k != "samples"} or None,
+        }

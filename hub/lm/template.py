@@ -23,6 +23,7 @@ the correction with a chosen imperative verb, so both satisfy the schema by cons
 Training targets are rendered from the same program (:func:`render`), so the model learns
 exactly the token sequences the decoder lets it write.
 """
+
 from __future__ import annotations
 
 import json
@@ -30,7 +31,19 @@ from dataclasses import dataclass, field
 
 from rrsi.schema import CORRECTION_CHARS, ERROR_TYPES, IMPERATIVE_VERBS, ROOT_CAUSE_CHARS
 
-__all__ = ["TEMPLATE_VERSION", "Fixed", "Choice", "Free", "Segment", "AgentView", "program", "render_values", "VERBS", "OPS", "FIELD_OF"]
+__all__ = [
+    "TEMPLATE_VERSION",
+    "Fixed",
+    "Choice",
+    "Free",
+    "Segment",
+    "AgentView",
+    "program",
+    "render_values",
+    "VERBS",
+    "OPS",
+    "FIELD_OF",
+]
 
 # Bumped whenever the prompt or the answer's program changes: an adapter trained for another
 # version writes answers the decoder no longer asks for (see adapters.has_adapter).
@@ -108,21 +121,36 @@ def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "")
     segs: list[Segment] = [Fixed('{"reflections": [')]
     for i, a in enumerate(agents):
         segs.append(Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "error_type": "'))
-        segs += [Choice(f"{i}.error_type", ERROR_TYPES), Fixed('", "evidence": ' + json.dumps(a.evidence) + ', "actions": '),
-                 Choice(f"{i}.actions", _actions(a.params))]
+        segs += [
+            Choice(f"{i}.error_type", ERROR_TYPES),
+            Fixed('", "evidence": ' + json.dumps(a.evidence) + ', "actions": '),
+            Choice(f"{i}.actions", _actions(a.params)),
+        ]
         segs += [Fixed(', "root_cause": "'), Choice(f"{i}.term", a.terms or ("",))]
         segs.append(Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens))
         segs += [Fixed('", "correction": "'), Choice(f"{i}.verb", VERBS)]
-        segs.append(Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True))
+        segs.append(
+            Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True)
+        )
         segs.append(Fixed('"}'))
-    segs += [Fixed('], "attributed_root": ' + json.dumps(attributed) + ', "root_agent": "'), Choice("root_agent", tuple(a.name for a in agents)),
-             Fixed('"}')]
+    segs += [
+        Fixed('], "attributed_root": ' + json.dumps(attributed) + ', "root_agent": "'),
+        Choice("root_agent", tuple(a.name for a in agents)),
+        Fixed('"}'),
+    ]
     return _merge(segs)
 
 
 # The loss weight group of each named segment (see lora_training.FieldWeights).
-FIELD_OF = {"root_agent": "decision", "error_type": "error_type", "term": "root_cause", "root_cause": "root_cause",
-            "verb": "correction", "correction": "correction", "actions": "decision"}
+FIELD_OF = {
+    "root_agent": "decision",
+    "error_type": "error_type",
+    "term": "root_cause",
+    "root_cause": "root_cause",
+    "verb": "correction",
+    "correction": "correction",
+    "actions": "decision",
+}
 
 
 def render_values(agents: list[AgentView], root_agent: str, reflections: list[dict]) -> dict[str, str]:
@@ -142,17 +170,23 @@ def render_values(agents: list[AgentView], root_agent: str, reflections: list[di
     for i, (a, r) in enumerate(zip(agents, reflections, strict=True)):
         term = next((t for t in sorted(a.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
         if term is None:
-            raise ValueError(f"reflections[{i}].root_cause must start with one of {list(a.terms)} (got {r['root_cause']!r})")
+            raise ValueError(
+                f"reflections[{i}].root_cause must start with one of {list(a.terms)} (got {r['root_cause']!r})"
+            )
         verb, _, rest = r["correction"].partition(" ")
         if verb not in VERBS:
-            raise ValueError(f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})")
+            raise ValueError(
+                f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})"
+            )
         action = r.get("action")
-        values.update({
-            f"{i}.error_type": r["error_type"],
-            f"{i}.term": term,
-            f"{i}.root_cause": r["root_cause"][len(term):],
-            f"{i}.verb": verb,
-            f"{i}.correction": (" " + rest) if rest else "",
-            f"{i}.actions": json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]",
-        })
+        values.update(
+            {
+                f"{i}.error_type": r["error_type"],
+                f"{i}.term": term,
+                f"{i}.root_cause": r["root_cause"][len(term) :],
+                f"{i}.verb": verb,
+                f"{i}.correction": (" " + rest) if rest else "",
+                f"{i}.actions": json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]",
+            }
+        )
     return values

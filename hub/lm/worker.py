@@ -6,6 +6,7 @@ only when torch sees a device: a worker placed on a logical GPU of a machine wit
 runs on CPU. :class:`WorkerPool` gives the hub the Reflector interface
 (``backend``, ``reflect``, ``reflect_batch``) over the workers, spreading batches round robin.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -15,9 +16,8 @@ from pydantic import Field
 
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import ActorFailure
-from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, _Model, validate
-
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
+from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, _Model, validate
 
 __all__ = ["WorkerConfig", "ReflectorWorker", "WorkerPool", "worker_name"]
 
@@ -57,12 +57,25 @@ class ReflectorWorker:
         threads: torch CPU threads.
     """
 
-    def __init__(self, registry_entries: list[dict], adapter: str | None, base: str | None, prompt: dict,
-                 batch_size: int, threads: int) -> None:
+    def __init__(
+        self,
+        registry_entries: list[dict],
+        adapter: str | None,
+        base: str | None,
+        prompt: dict,
+        batch_size: int,
+        threads: int,
+    ) -> None:
         import torch
 
         torch.set_num_threads(threads)
-        self._args = (ErrorCodeRegistry.from_list(registry_entries), adapter, base, PromptConfig.model_validate(prompt), batch_size)
+        self._args = (
+            ErrorCodeRegistry.from_list(registry_entries),
+            adapter,
+            base,
+            PromptConfig.model_validate(prompt),
+            batch_size,
+        )
         self.reload()
 
     def reload(self) -> None:
@@ -70,7 +83,9 @@ class ReflectorWorker:
         from rrsi.hub.lm.lm_reflector import LMReflector
 
         registry, adapter, base, prompt, batch_size = self._args
-        self.reflector = LMReflector(registry, adapter=adapter, base=base, device="auto", prompt=prompt, batch_size=batch_size)
+        self.reflector = LMReflector(
+            registry, adapter=adapter, base=base, device="auto", prompt=prompt, batch_size=batch_size
+        )
 
     def device(self) -> str:
         return self.reflector.device
@@ -96,21 +111,39 @@ class WorkerPool:
 
     backend = "lm"
 
-    def __init__(self, registry: ErrorCodeRegistry, adapter: str | Path | None = None, base: str | Path | None = None,
-                 config: WorkerConfig | dict | None = None, prompt: PromptConfig | None = None, namespace: str = "rrsi") -> None:
+    def __init__(
+        self,
+        registry: ErrorCodeRegistry,
+        adapter: str | Path | None = None,
+        base: str | Path | None = None,
+        config: WorkerConfig | dict | None = None,
+        prompt: PromptConfig | None = None,
+        namespace: str = "rrsi",
+    ) -> None:
         self.config = validate(WorkerConfig, config or {}, where="workers")
         prompt = (prompt or PromptConfig()).model_dump()
         self.workers = [
-            ReflectorWorker.options(name=worker_name(n), namespace=namespace, get_if_exists=True,
-                                    num_gpus=self.config.num_gpus, num_cpus=self.config.num_cpus).remote(
-                registry.to_list(), None if adapter is None else str(adapter), None if base is None else str(base),
-                prompt, self.config.batch_size, self.config.threads)
+            ReflectorWorker.options(
+                name=worker_name(n),
+                namespace=namespace,
+                get_if_exists=True,
+                num_gpus=self.config.num_gpus,
+                num_cpus=self.config.num_cpus,
+            ).remote(
+                registry.to_list(),
+                None if adapter is None else str(adapter),
+                None if base is None else str(base),
+                prompt,
+                self.config.batch_size,
+                self.config.threads,
+            )
             for n in range(self.config.workers)
         ]
         self._next = 0
 
-    def reflect(self, incident_id: str, attribution: Attribution, root_records: list[StepRecord],
-                specs: dict[str, AgentSpec]) -> JointReflection | None:
+    def reflect(
+        self, incident_id: str, attribution: Attribution, root_records: list[StepRecord], specs: dict[str, AgentSpec]
+    ) -> JointReflection | None:
         """One incident on the next worker."""
         return self.reflect_batch([IncidentInput(incident_id, attribution, root_records, specs)])[0]
 

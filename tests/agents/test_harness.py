@@ -1,4 +1,5 @@
 """The harness in-process (validation, instrumentation) and as a Ray actor (shipping, restart)."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,8 +19,11 @@ from rrsi.hub.hub import HubActor
 from rrsi.schema import StepRecord
 from rrsi.store import Store
 
-SPEC = {"name": "calc", "params": [{"name": "k", "low": 0, "high": 1, "init": 0.5, "error_code": "CALC_FAIL_001", "error_type": "logic"}],
-        "domain_terms": ["sum"]}
+SPEC = {
+    "name": "calc",
+    "params": [{"name": "k", "low": 0, "high": 1, "init": 0.5, "error_code": "CALC_FAIL_001", "error_type": "logic"}],
+    "domain_terms": ["sum"],
+}
 
 
 def adder(task, params):
@@ -56,8 +60,9 @@ def test_unknown_error_code_refused():
 
 
 def test_blank_scratchpad_and_bad_task_refused():
-    blank = ExecutionResult.model_construct(output=None, error_code=None, scratchpad="  ", tool_calls=0, tools=[],
-                                            intermediate_steps=[], truth=None)
+    blank = ExecutionResult.model_construct(
+        output=None, error_code=None, scratchpad="  ", tool_calls=0, tools=[], intermediate_steps=[], truth=None
+    )
     h, records = local(lambda t, p: blank)
     with pytest.raises(SchemaError, match="scratchpad"):
         h.run({"task_id": "t", "trace_id": "t"})
@@ -129,8 +134,11 @@ def test_overhead_bench_times_executor_and_harness():
 
 def test_a_real_size_record_is_summarised_to_fit():
     def verbose(task, params):
-        return ExecutionResult(output="done", scratchpad="thought " * 700,  # 5,600 characters
-                               intermediate_steps=[f"step {i}" for i in range(100)])
+        return ExecutionResult(
+            output="done",
+            scratchpad="thought " * 700,  # 5,600 characters
+            intermediate_steps=[f"step {i}" for i in range(100)],
+        )
 
     h, records = local(verbose)
     h.run({"task_id": "t1", "trace_id": "tr1"})
@@ -150,8 +158,13 @@ def test_a_record_that_cannot_fit_raises_to_the_caller():
 def test_a_record_the_hub_refuses_is_dead_lettered_and_the_rest_ship(ray_module, tmp_path):
     hub = HubActor.options(name="rrsi-hub", namespace="rrsi").remote(str(tmp_path / "dl.sqlite"))
     ray.get(hub.register_agent.remote(SPEC))
-    odd = {**SPEC, "params": [*SPEC["params"], {"name": "j", "low": 0, "high": 1, "init": 0.5,
-                                                "error_code": "CALC_ODD_001", "error_type": "logic"}]}
+    odd = {
+        **SPEC,
+        "params": [
+            *SPEC["params"],
+            {"name": "j", "low": 0, "high": 1, "init": 0.5, "error_code": "CALC_ODD_001", "error_type": "logic"},
+        ],
+    }
 
     def sometimes_odd(task, params):  # the hub never heard of CALC_ODD_001
         if task.payload == 7:

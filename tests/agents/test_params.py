@@ -8,10 +8,13 @@ from rrsi.agents.params import ParamStore, action_target
 from rrsi.errors import SchemaError, UnknownParam
 from rrsi.schema import Action, AgentSpec
 
-SPEC = AgentSpec(name="a", params=[
-    {"name": "x", "low": 0, "high": 2, "init": 0.5},
-    {"name": "n", "kind": "int", "low": 1, "high": 11, "init": 3},
-])
+SPEC = AgentSpec(
+    name="a",
+    params=[
+        {"name": "x", "low": 0, "high": 2, "init": 0.5},
+        {"name": "n", "kind": "int", "low": 1, "high": 11, "init": 3},
+    ],
+)
 
 
 def test_versions_and_rollback():
@@ -25,13 +28,16 @@ def test_versions_and_rollback():
         store.rollback(7)
 
 
-@pytest.mark.parametrize("values,err", [
-    ({"ghost": 1.0}, UnknownParam),
-    ({"x": math.nan}, SchemaError),
-    ({"x": 3.0}, SchemaError),
-    ({"n": 2.5}, SchemaError),
-    ({"x": "1"}, SchemaError),
-])
+@pytest.mark.parametrize(
+    "values,err",
+    [
+        ({"ghost": 1.0}, UnknownParam),
+        ({"x": math.nan}, SchemaError),
+        ({"x": 3.0}, SchemaError),
+        ({"n": 2.5}, SchemaError),
+        ({"x": "1"}, SchemaError),
+    ],
+)
 def test_bad_values_change_nothing(values, err):
     store = ParamStore(SPEC)
     with pytest.raises(err):

@@ -5,16 +5,25 @@ import pytest
 from rrsi.agents.self_update import changed, l2_update
 from rrsi.schema import AgentSpec, Reflection
 
-SPEC = AgentSpec(name="a", params=[
-    {"name": "x", "low": 0, "high": 2, "init": 0.5},
-    {"name": "y", "low": 0, "high": 1, "init": 0.5},
-    {"name": "n", "kind": "int", "low": 0, "high": 10, "init": 3},
-])
+SPEC = AgentSpec(
+    name="a",
+    params=[
+        {"name": "x", "low": 0, "high": 2, "init": 0.5},
+        {"name": "y", "low": 0, "high": 1, "init": 0.5},
+        {"name": "n", "kind": "int", "low": 0, "high": 10, "init": 3},
+    ],
+)
 
 
 def refl(confidence, *actions):
-    return Reflection(agent="a", error_type="logic", root_cause="x", correction="Increase x", confidence=confidence,
-                      actions=[{"agent": "a", "param": p, "op": op} for p, op in actions])
+    return Reflection(
+        agent="a",
+        error_type="logic",
+        root_cause="x",
+        correction="Increase x",
+        confidence=confidence,
+        actions=[{"agent": "a", "param": p, "op": op} for p, op in actions],
+    )
 
 
 def test_closed_form_matches_formula():
@@ -45,4 +54,8 @@ def test_bounds_and_int_rounding():
     new = l2_update(SPEC, cur, refl(1.0, ("x", "increase"), ("n", "increase")), lam=0.05, step=0.3)
     assert 1.99 < new["x"] <= 2.0
     assert new["n"] == 6.0 and float(new["n"]).is_integer()
-    assert not changed(SPEC, {"x": 2.0, "y": 0.5, "n": 3.0}, l2_update(SPEC, {"x": 2.0, "y": 0.5, "n": 3.0}, refl(1.0, ("x", "increase")), 0.05, 0.1))
+    assert not changed(
+        SPEC,
+        {"x": 2.0, "y": 0.5, "n": 3.0},
+        l2_update(SPEC, {"x": 2.0, "y": 0.5, "n": 3.0}, refl(1.0, ("x", "increase")), 0.05, 0.1),
+    )

@@ -1,4 +1,5 @@
 """The record shipper: refused records split out and kept, undeliverable batches given up on, bounded flush."""
+
 from __future__ import annotations
 
 import json
@@ -6,9 +7,9 @@ import time
 
 import pytest
 
+from rrsi.agents.shipping import RecordShipper
 from rrsi.config import HarnessConfig
 from rrsi.errors import RuntimeFailure, SchemaError
-from rrsi.agents.shipping import RecordShipper
 
 FAST = HarnessConfig(batch_size=16, flush_interval_s=0.01, backoff_initial_s=0.001, backoff_max_s=0.01)
 

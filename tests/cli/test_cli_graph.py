@@ -23,8 +23,21 @@ def test_train_then_attribute_whowhen_with_official_output(write_json, make_log,
     ckpt = tmp_path / "m.pt"
     assert _run("train-attribution", "--whowhen", str(folder), "--out", str(ckpt), "--epochs", "5") == 0
     official, out = tmp_path / "pred.txt", tmp_path / "pred.json"
-    assert _run("attribute", str(folder), "--format", "whowhen", "--model", str(ckpt),
-                "--official", str(official), "--json", str(out)) == 0
+    assert (
+        _run(
+            "attribute",
+            str(folder),
+            "--format",
+            "whowhen",
+            "--model",
+            str(ckpt),
+            "--official",
+            str(official),
+            "--json",
+            str(out),
+        )
+        == 0
+    )
     text = official.read_text()
     assert text.count("Prediction for ") == 4
     assert "Prediction for 0.json:\nAgent Name: " in text and "Step Number: " in text
@@ -35,8 +48,20 @@ def test_train_on_a_scenario_and_attribute_rrsi_traces(parallel_scenario, parall
     from rrsi.sim.synthetic import synthetic_incidents
 
     ckpt = tmp_path / "s.pt"
-    assert _run("train-attribution", "--scenario", str(parallel_path), "--incidents", "50",
-                "--out", str(ckpt), "--epochs", "5") == 0
+    assert (
+        _run(
+            "train-attribution",
+            "--scenario",
+            str(parallel_path),
+            "--incidents",
+            "50",
+            "--out",
+            str(ckpt),
+            "--epochs",
+            "5",
+        )
+        == 0
+    )
     traces = [i.trace for i in synthetic_incidents(parallel_scenario, 3, seed=9)]
     path = tmp_path / "traces.json"
     path.write_text("[" + ",".join(t.model_dump_json() for t in traces) + "]")

@@ -1,5 +1,6 @@
 """The shared options: ``--scenario`` (a bundled name or a file), ``--address`` and ``--store``
 mean the same in every command that takes them, and ``rrsi --help`` imports nothing heavy."""
+
 from __future__ import annotations
 
 import argparse
@@ -28,8 +29,18 @@ SCENARIO_COMMANDS = {
     "train-reflector": ["train-reflector"],
     "eval-reflector": ["eval-reflector", "--adapter", "none"],
 }
-ADDRESS_COMMANDS = {"demo", "approve", "reject", "hub start", "hub status", "hub samples", "agents list",
-                    "incidents list", "incidents show", "rollback"}
+ADDRESS_COMMANDS = {
+    "demo",
+    "approve",
+    "reject",
+    "hub start",
+    "hub status",
+    "hub samples",
+    "agents list",
+    "incidents list",
+    "incidents show",
+    "rollback",
+}
 STORE_COMMANDS = ADDRESS_COMMANDS - {"demo"} | {"report"}
 
 
@@ -67,6 +78,7 @@ class _FakeModule:
                 if isinstance(arg, Scenario):
                     raise _Reached(arg)
             return MagicMock()
+
         return call
 
 

@@ -7,10 +7,12 @@ from tests.helpers import step
 
 def diamond(fail):
     parents = {"a": [], "b": ["a"], "c": ["a"], "d": ["b", "c"]}
-    return Trace.from_steps([
-        step(trace="t", step_id=n, agent=n, parents=ps, error_code="SQL_SYNTAX_001" if n in fail else None, ts=i)
-        for i, (n, ps) in enumerate(parents.items())
-    ])
+    return Trace.from_steps(
+        [
+            step(trace="t", step_id=n, agent=n, parents=ps, error_code="SQL_SYNTAX_001" if n in fail else None, ts=i)
+            for i, (n, ps) in enumerate(parents.items())
+        ]
+    )
 
 
 def test_root_steps_skip_descendants_of_failures():
@@ -30,5 +32,7 @@ def test_first_and_random():
 
 
 def test_combine_averages_blame():
-    att = combine([most_upstream(diamond({"a", "b"})), most_upstream(diamond({"c"})), most_upstream(diamond({"c", "d"}))])
+    att = combine(
+        [most_upstream(diamond({"a", "b"})), most_upstream(diamond({"c"})), most_upstream(diamond({"c", "d"}))]
+    )
     assert att.root_agent == "c" and abs(att.agent_blame["c"] - 2 / 3) < 1e-9

@@ -17,5 +17,7 @@ def test_embeddings_are_cached_on_disk_and_reused(tmp_path):
 
 
 def test_similar_texts_are_closer_than_unrelated_ones(tmp_path):
-    a, b, c = Embedder(tmp_path, disk=False).embed(["the python code raised an error", "the script crashed with an exception", "paris is in france"])
+    a, b, c = Embedder(tmp_path, disk=False).embed(
+        ["the python code raised an error", "the script crashed with an exception", "paris is in france"]
+    )
     assert a @ b > a @ c

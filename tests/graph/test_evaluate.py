@@ -45,7 +45,9 @@ def test_cross_validation_on_a_small_folder(write_json, make_log, tmp_path):
     write_json("broken.json", make_log(history=[]))
     result = evaluate_whowhen(tmp_path, folds=3, seed=0)
     assert result["logs"] == 6 and len(result["skipped"]) == 1
-    assert {"gnn", "random", "first_step", "most_frequent_agent", "blamed_name_prior", "first_tool_call"} <= set(result["methods"])
+    assert {"gnn", "random", "first_step", "most_frequent_agent", "blamed_name_prior", "first_tool_call"} <= set(
+        result["methods"]
+    )
     assert all(len(v) == 3 for v in result["per_fold"]["gnn"].values())
 
 

@@ -13,7 +13,11 @@ def test_candidate_softmax_sums_to_one_per_incident():
     candidate = torch.tensor([True, False, True, True, True])
     batch = torch.tensor([0, 0, 0, 1, 1])
     p = candidate_softmax(logits, candidate, batch)
-    assert p[1] == 0 and torch.allclose(p[[0, 2]].sum(), torch.tensor(1.0)) and torch.allclose(p[3:], torch.tensor([0.5, 0.5]))
+    assert (
+        p[1] == 0
+        and torch.allclose(p[[0, 2]].sum(), torch.tensor(1.0))
+        and torch.allclose(p[3:], torch.tensor([0.5, 0.5]))
+    )
 
 
 @pytest.mark.parametrize("config", [GNNConfig(), GNNConfig(text=False, layers=0), GNNConfig(hidden=8, layers=3)])

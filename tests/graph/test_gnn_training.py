@@ -45,4 +45,3 @@ def test_learns_a_positional_rule(write_json, make_log):
     attributions = model.attribute([e.trace for e in examples[30:]])
     assert all(a.decisive_step == "step-1" for a in attributions)
     assert all(a.root_agent == e.trace.steps[1].agent for a, e in zip(attributions, examples[30:]))
-

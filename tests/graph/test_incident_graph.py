@@ -17,7 +17,11 @@ def incidents(parallel_scenario):
 
 def test_batch_shapes_and_offsets(incidents, parallel_scenario):
     traces = [i.trace for i in incidents]
-    batch = incident_batch(traces, error_types=scenario_error_types(parallel_scenario), targets=[(i.root_agents, i.root_steps) for i in incidents])
+    batch = incident_batch(
+        traces,
+        error_types=scenario_error_types(parallel_scenario),
+        targets=[(i.root_agents, i.root_steps) for i in incidents],
+    )
     data = batch.data
     n_steps = sum(len(t.steps) for t in traces)
     n_agents = sum(len({s.agent for s in t.steps}) for t in traces)
@@ -54,9 +58,14 @@ def test_history_and_error_types_fill_their_columns(incidents, parallel_scenario
 
 def test_unseen_names_and_longer_histories_fit_the_same_layout(write_json, make_log):
     long_history = [{"content": f"message {i}", "role": "user", "name": f"Agent_{i % 7}"} for i in range(40)]
-    log = load_whowhen(write_json("long.json", make_log(history=long_history, mistake_step="3", mistake_agent="Agent_3")))
+    log = load_whowhen(
+        write_json("long.json", make_log(history=long_history, mistake_step="3", mistake_agent="Agent_3"))
+    )
     batch = incident_batch([log.trace])
-    assert batch.data["step"].x.shape == (40, len(STEP_FEATURES)) and batch.data["agent"].x.shape == (7, len(AGENT_FEATURES))
+    assert batch.data["step"].x.shape == (40, len(STEP_FEATURES)) and batch.data["agent"].x.shape == (
+        7,
+        len(AGENT_FEATURES),
+    )
     assert batch.data["step"].candidate.all(), "without error codes every step is a candidate"
     assert np.isfinite(batch.data["step"].x.numpy()).all()
 

@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from rrsi.config import HubConfig
 import numpy as np
 
+from rrsi.config import HubConfig
 from rrsi.hub.canary import always_valid_p, canary_verdict, two_proportion_p
 from rrsi.hub.shadow import shadow_verdict
 
@@ -58,7 +58,11 @@ def test_looking_every_pass_keeps_false_promotions_at_alpha():
             ni, fi = ni + 200 - served, fi + rng.binomial(200 - served, 0.2)
             if "msprt" not in decided and (d := canary_verdict((nc, fc), (ni, fi), cfg)[0]) != "wait":
                 decided["msprt"] = d
-            if "z" not in decided and nc >= cfg.canary_min_sample and two_proportion_p((nc, fc), (ni, fi)) < cfg.canary_alpha:
+            if (
+                "z" not in decided
+                and nc >= cfg.canary_min_sample
+                and two_proportion_p((nc, fc), (ni, fi)) < cfg.canary_alpha
+            ):
                 decided["z"] = "promote"
             elif "z" not in decided and nc >= cfg.canary_max_sample:
                 decided["z"] = "rollback"

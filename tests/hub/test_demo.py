@@ -1,8 +1,8 @@
 """End to end on Ray: scenario → harness actors → hub → updates, scored per round."""
+
 from __future__ import annotations
 
 import math
-
 
 from rrsi.config import HubConfig
 from rrsi.hub.demo import run_demo
@@ -14,9 +14,16 @@ ROUND_KEYS = {"failure_rate", "per_agent", "updates", "spurious_updates", "attri
 
 def test_small_scenario_all_modes(ray_module, tmp_path):
     scenario = parse_scenario({**DIAMOND, "tasks_per_round": 400})
-    result = run_demo(scenario, ["none", "independent", "hub"], rounds=3, seed=0, workdir=tmp_path, config=HubConfig(validation="shadow"))
+    result = run_demo(
+        scenario,
+        ["none", "independent", "hub"],
+        rounds=3,
+        seed=0,
+        workdir=tmp_path,
+        config=HubConfig(validation="shadow"),
+    )
     assert set(result["modes"]) == {"none", "independent", "hub"}
-    for mode, m in result["modes"].items():
+    for m in result["modes"].values():
         assert len(m["rounds"]) == 3
         assert ROUND_KEYS <= set(m["rounds"][0])
         assert set(m["rounds"][0]["updates"]) == {"applied", "blocked", "rolled_back"}
@@ -35,7 +42,9 @@ def test_small_scenario_all_modes(ray_module, tmp_path):
 
 def test_bundled_scenario_hub_halves_failures_without_bystander_drift(ray_module, tmp_path):
     scenario = bundled_scenario()
-    result = run_demo(scenario, ["hub"], rounds=scenario.rounds, seed=0, workdir=tmp_path, config=HubConfig(validation="shadow"))
+    result = run_demo(
+        scenario, ["hub"], rounds=scenario.rounds, seed=0, workdir=tmp_path, config=HubConfig(validation="shadow")
+    )
     final = result["modes"]["hub"]["final"]
     assert final["reduction"] >= 0.5, final
     assert final["max_drift_non_root"] <= 0.05, final

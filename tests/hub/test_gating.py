@@ -11,11 +11,38 @@ from rrsi.schema import Action, AgentSpec, JointReflection, Reflection
 from rrsi.store import Store
 from tests.helpers import step
 
-SPEC = AgentSpec(name="a", params=[
-    {"name": "lo", "low": 0, "high": 1, "init": 0.5, "risk": "low", "error_code": "A_LO_001", "error_type": "format"},
-    {"name": "mid", "low": 0, "high": 1, "init": 0.5, "risk": "medium", "error_code": "A_MID_001", "error_type": "logic"},
-    {"name": "hi", "low": 0, "high": 1, "init": 0.5, "risk": "high", "error_code": "A_HI_001", "error_type": "safety"},
-])
+SPEC = AgentSpec(
+    name="a",
+    params=[
+        {
+            "name": "lo",
+            "low": 0,
+            "high": 1,
+            "init": 0.5,
+            "risk": "low",
+            "error_code": "A_LO_001",
+            "error_type": "format",
+        },
+        {
+            "name": "mid",
+            "low": 0,
+            "high": 1,
+            "init": 0.5,
+            "risk": "medium",
+            "error_code": "A_MID_001",
+            "error_type": "logic",
+        },
+        {
+            "name": "hi",
+            "low": 0,
+            "high": 1,
+            "init": 0.5,
+            "risk": "high",
+            "error_code": "A_HI_001",
+            "error_type": "safety",
+        },
+    ],
+)
 
 
 @pytest.fixture
@@ -30,7 +57,9 @@ def act(param):
 
 
 def add_errors(gate, n, ts=None):
-    gate.store.add_records([step(trace=f"t{i}", agent="a", error_code="A_HI_001", ts=ts or time.time()) for i in range(n)])
+    gate.store.add_records(
+        [step(trace=f"t{i}", agent="a", error_code="A_HI_001", ts=ts or time.time()) for i in range(n)]
+    )
 
 
 def test_low_always(gate):
@@ -65,8 +94,14 @@ def test_auto_approval_stands_in_for_a_human(gate):
 
 
 def test_split_keeps_eligible_and_holds_the_rest(gate):
-    r = Reflection(agent="a", error_type="logic", root_cause="x", correction="Increase x", confidence=0.9,
-                   actions=[act("lo"), act("hi")])
+    r = Reflection(
+        agent="a",
+        error_type="logic",
+        root_cause="x",
+        correction="Increase x",
+        confidence=0.9,
+        actions=[act("lo"), act("hi")],
+    )
     j = JointReflection(incident_id="i", root_agent="a", root_cause="x", reflections=[r], backend="rule")
     keep, hold, decisions = gate.split(j, {"a": SPEC})
     assert [a.param for a in keep.reflections[0].actions] == ["lo"]

@@ -1,4 +1,5 @@
 """The hub's joint update: reflections → one solve → a plan."""
+
 from __future__ import annotations
 
 import math
@@ -11,23 +12,42 @@ from rrsi.hub.joint_update import confidence_multiplier, effective_lambda, plan_
 from rrsi.schema import AgentSpec, JointReflection, Reflection
 
 SPECS = {
-    "a": AgentSpec(name="a", params=[
-        {"name": "x", "low": 0, "high": 1, "init": 0.5, "shared_key": "tone"},
-        {"name": "n", "kind": "int", "low": 0, "high": 10, "init": 5}]),
-    "b": AgentSpec(name="b", depends_on=["a"], params=[
-        {"name": "y", "low": 0, "high": 1, "init": 0.5, "shared_key": "tone"},
-        {"name": "r", "low": 0, "high": 1, "init": 0.5, "risk": "high"}]),
+    "a": AgentSpec(
+        name="a",
+        params=[
+            {"name": "x", "low": 0, "high": 1, "init": 0.5, "shared_key": "tone"},
+            {"name": "n", "kind": "int", "low": 0, "high": 10, "init": 5},
+        ],
+    ),
+    "b": AgentSpec(
+        name="b",
+        depends_on=["a"],
+        params=[
+            {"name": "y", "low": 0, "high": 1, "init": 0.5, "shared_key": "tone"},
+            {"name": "r", "low": 0, "high": 1, "init": 0.5, "risk": "high"},
+        ],
+    ),
 }
 CURRENT = {name: (0, spec.init_values()) for name, spec in SPECS.items()}
 
 
 def joint(*items):
     refls = [
-        Reflection(agent=agent, error_type="logic", root_cause="x", correction="Increase x", confidence=c,
-                   actions=[{"agent": agent, "param": p, "op": op, **({"value": v} if v is not None else {})} for p, op, v in acts])
+        Reflection(
+            agent=agent,
+            error_type="logic",
+            root_cause="x",
+            correction="Increase x",
+            confidence=c,
+            actions=[
+                {"agent": agent, "param": p, "op": op, **({"value": v} if v is not None else {})} for p, op, v in acts
+            ],
+        )
         for agent, c, acts in items
     ]
-    return JointReflection(incident_id="inc-1", root_agent=refls[0].agent, root_cause="x", reflections=refls, backend="rule")
+    return JointReflection(
+        incident_id="inc-1", root_agent=refls[0].agent, root_cause="x", reflections=refls, backend="rule"
+    )
 
 
 def test_lambda_multipliers():
@@ -57,16 +77,27 @@ def test_shared_key_moves_the_neighbour_too():
 
 
 def test_trust_region_bounds_the_joint_move():
-    plan = plan_update(joint(("a", 1.0, [("x", "set", 1.0)]), ("b", 1.0, [("r", "set", 0.0)])), SPECS, CURRENT, HubConfig(trust_region=0.2, mu=0.0))
-    moves = [SPECS[u.agent].param(p).normalize(u.theta_new[p]) - SPECS[u.agent].param(p).normalize(u.theta_old[p])
-             for u in plan.updates for p in u.theta_new]
+    plan = plan_update(
+        joint(("a", 1.0, [("x", "set", 1.0)]), ("b", 1.0, [("r", "set", 0.0)])),
+        SPECS,
+        CURRENT,
+        HubConfig(trust_region=0.2, mu=0.0),
+    )
+    moves = [
+        SPECS[u.agent].param(p).normalize(u.theta_new[p]) - SPECS[u.agent].param(p).normalize(u.theta_old[p])
+        for u in plan.updates
+        for p in u.theta_new
+    ]
     assert math.sqrt(sum(m * m for m in moves)) <= 0.2 + 1e-9
     assert any(c.startswith("trust_region") for c in plan.active_constraints)
 
 
 def test_bounds_ints_and_no_op():
     at_top = {**CURRENT, "a": (3, {"x": 1.0, "n": 10.0})}
-    assert plan_update(joint(("a", 1.0, [("x", "increase", None), ("n", "increase", None)])), SPECS, at_top, HubConfig()) is None
+    assert (
+        plan_update(joint(("a", 1.0, [("x", "increase", None), ("n", "increase", None)])), SPECS, at_top, HubConfig())
+        is None
+    )
     plan = plan_update(joint(("a", 1.0, [("n", "increase", None)])), SPECS, CURRENT, HubConfig())
     assert plan.updates[0].theta_new["n"] == 6.0 and plan.updates[0].version_old == 0
 

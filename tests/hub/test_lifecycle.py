@@ -1,4 +1,5 @@
 """Gate, canary, shadow replay, approval and rollback on Ray, end to end on scenarios."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -21,7 +22,9 @@ def guard_threshold(run: PipelineRun) -> float:
 
 
 def test_high_risk_never_changes_under_manual_approval(ray_module, tmp_path):
-    run = PipelineRun(HIGH_RISK, "hub", str(tmp_path / "m.sqlite"), config=HubConfig(approval="manual", validation="shadow"))
+    run = PipelineRun(
+        HIGH_RISK, "hub", str(tmp_path / "m.sqlite"), config=HubConfig(approval="manual", validation="shadow")
+    )
     results = rounds(run, 6)
     assert guard_threshold(run) == 0.3
     assert sum(r.updates["blocked"] for r in results) >= 1
@@ -47,7 +50,9 @@ def test_high_risk_changes_under_auto_only_after_evidence(ray_module, tmp_path):
 
 
 def test_manual_approval_unblocks_the_plan(ray_module, tmp_path):
-    run = PipelineRun(HIGH_RISK, "hub", str(tmp_path / "ap.sqlite"), config=HubConfig(approval="manual", validation="shadow"))
+    run = PipelineRun(
+        HIGH_RISK, "hub", str(tmp_path / "ap.sqlite"), config=HubConfig(approval="manual", validation="shadow")
+    )
     rounds(run, 2)
     from rrsi.store import Store
 
@@ -84,7 +89,9 @@ def test_steady_scenario_is_left_alone(ray_module, tmp_path):
 def test_hub_beats_independent_on_three_shapes(ray_module, tmp_path):
     for name in ["loan-approval", "long-chain", "diamond"]:
         scenario = bundled_scenario(name)
-        result = run_demo(scenario, ["independent", "hub"], scenario.rounds, 0, tmp_path / name, HubConfig(validation="shadow"))
+        result = run_demo(
+            scenario, ["independent", "hub"], scenario.rounds, 0, tmp_path / name, HubConfig(validation="shadow")
+        )
         hub, ind = result["modes"]["hub"]["final"], result["modes"]["independent"]["final"]
         assert hub["spurious_updates"] <= ind["spurious_updates"] / 2, (name, hub, ind)
         assert hub["failure_rate_last"] <= ind["failure_rate_last"], (name, hub, ind)

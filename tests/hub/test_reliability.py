@@ -1,4 +1,5 @@
 """A hub left running: noise that never beats chance, passes that fail, canaries looked at every pass."""
+
 from __future__ import annotations
 
 import sqlite3
@@ -13,14 +14,25 @@ from rrsi.hub.ingest import MAX_ATTEMPTS
 from rrsi.store import SCHEMA_VERSION, Store
 from tests.helpers import step
 
-NOISY = {"name": "noisy", "domain_terms": ["ledger"], "params": [
-    {"name": "tolerance", "low": 0, "high": 1, "init": 0.5, "error_code": "LEDGER_FAIL_001", "error_type": "logic"}]}
+NOISY = {
+    "name": "noisy",
+    "domain_terms": ["ledger"],
+    "params": [
+        {"name": "tolerance", "low": 0, "high": 1, "init": 0.5, "error_code": "LEDGER_FAIL_001", "error_type": "logic"}
+    ],
+}
 
 
 def noise(i: int, rng: np.random.Generator):
     direction = "too low" if rng.random() < 0.5 else "too high"
-    return step(trace=f"n{i}", step_id="noisy", agent="noisy", error_code="LEDGER_FAIL_001",
-                scratchpad=f"tolerance=0.5 looked {direction} on the ledger", ts=time.time())
+    return step(
+        trace=f"n{i}",
+        step_id="noisy",
+        agent="noisy",
+        error_code="LEDGER_FAIL_001",
+        scratchpad=f"tolerance=0.5 looked {direction} on the ledger",
+        ts=time.time(),
+    )
 
 
 def test_five_thousand_noise_failures_change_nothing_and_evidence_stays_bounded(tmp_path):
@@ -31,7 +43,9 @@ def test_five_thousand_noise_failures_change_nothing_and_evidence_stays_bounded(
         hub.ingest([noise(batch * 200 + i, rng) for i in range(200)])
         report = hub.analyze()
         assert report.errors == [] and report.plans == []
-        assert len(hub.pipeline.evidence.get("noisy", {})) <= hub.config.max_evidence  # 2,000: sign tests past n = 1,024
+        assert (
+            len(hub.pipeline.evidence.get("noisy", {})) <= hub.config.max_evidence
+        )  # 2,000: sign tests past n = 1,024
     assert hub.current_params("noisy") == (0, {"tolerance": 0.5})
     assert hub.stats()["records"] == 5000 and hub.stats()["pending_traces"] == 0
 
@@ -91,14 +105,30 @@ def test_canary_compares_with_the_incumbent_served_beside_it(tmp_path):
     hub.register_agent(NOISY)
     past = time.time() - 3600
     bad = "tolerance=0.5 looked too low on the ledger"
-    hub.ingest([step(trace=f"p{i}", step_id="noisy", agent="noisy", error_code="LEDGER_FAIL_001", scratchpad=bad, ts=past + i)
-                for i in range(60)])
+    hub.ingest(
+        [
+            step(
+                trace=f"p{i}", step_id="noisy", agent="noisy", error_code="LEDGER_FAIL_001", scratchpad=bad, ts=past + i
+            )
+            for i in range(60)
+        ]
+    )
     [plan] = hub.analyze().plans
     assert plan.state == "canary"
     now = time.time()
-    same = [step(trace=f"{v}{i}", step_id="noisy", agent="noisy", params_version=version, ts=now + i,
-                 error_code="LEDGER_FAIL_001" if i % 5 == 0 else None, scratchpad=bad if i % 5 == 0 else "ok")
-            for v, version, n in (("c", plan.updates[0].version_new, 200), ("i", 0, 2000)) for i in range(n)]
+    same = [
+        step(
+            trace=f"{v}{i}",
+            step_id="noisy",
+            agent="noisy",
+            params_version=version,
+            ts=now + i,
+            error_code="LEDGER_FAIL_001" if i % 5 == 0 else None,
+            scratchpad=bad if i % 5 == 0 else "ok",
+        )
+        for v, version, n in (("c", plan.updates[0].version_new, 200), ("i", 0, 2000))
+        for i in range(n)
+    ]
     hub.ingest(same)
     assert len(hub.store.plans("canary")) == 1  # the hour of failing past traffic at version 0 does not count
     report = hub.analyze()
@@ -110,8 +140,10 @@ def test_canary_compares_with_the_incumbent_served_beside_it(tmp_path):
 def test_store_migrates_an_old_file_and_refuses_a_newer_one(tmp_path):
     path = tmp_path / "old.sqlite"
     db = sqlite3.connect(path)
-    db.executescript("CREATE TABLE records (record_id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, agent TEXT NOT NULL, "
-                     "error_code TEXT, params_version INTEGER NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);")
+    db.executescript(
+        "CREATE TABLE records (record_id TEXT PRIMARY KEY, trace_id TEXT NOT NULL, agent TEXT NOT NULL, "
+        "error_code TEXT, params_version INTEGER NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);"
+    )
     db.close()
     store = Store(path)
     assert store.version == SCHEMA_VERSION and store.count("dead_letters") == 0

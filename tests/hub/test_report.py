@@ -1,4 +1,5 @@
 """The correction-effectiveness report: numbers per plan, agent and error type; charts; the CLI command."""
+
 from __future__ import annotations
 
 import argparse
@@ -14,23 +15,58 @@ from rrsi.store import Store
 from tests.helpers import step
 
 NOW = 1_000_000.0
-UP = AgentSpec.model_validate({"name": "up", "domain_terms": ["date format"], "params": [
-    {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}]})
-DOWN = AgentSpec.model_validate({"name": "down", "depends_on": ["up"], "params": [
-    {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}]})
+UP = AgentSpec.model_validate(
+    {
+        "name": "up",
+        "domain_terms": ["date format"],
+        "params": [
+            {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}
+        ],
+    }
+)
+DOWN = AgentSpec.model_validate(
+    {
+        "name": "down",
+        "depends_on": ["up"],
+        "params": [
+            {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}
+        ],
+    }
+)
 
 
 def records(agent: str, version: int, n: int, failures: dict[str, int]) -> list:
     codes = [c for c, k in failures.items() for _ in range(k)]
-    return [step(trace=f"{agent}-v{version}-{i}", step_id=agent, agent=agent, params_version=version,
-                 error_code=codes[i] if i < len(codes) else None) for i in range(n)]
+    return [
+        step(
+            trace=f"{agent}-v{version}-{i}",
+            step_id=agent,
+            agent=agent,
+            params_version=version,
+            error_code=codes[i] if i < len(codes) else None,
+        )
+        for i in range(n)
+    ]
 
 
 def plan(plan_id: str, agent: str, old: int, new: int, state: str, settled: float) -> UpdatePlan:
-    update = AgentUpdate(agent=agent, theta_old={"p": 0.2}, theta_new={"p": 0.4}, lam=0.05, confidence=0.9,
-                         version_old=old, version_new=new)
-    return UpdatePlan(plan_id=plan_id, incident_id=f"inc-{plan_id}", updates=[update], state=state,
-                      history=[("canary", settled - 60), (state, settled)], created_at=settled - 120)
+    update = AgentUpdate(
+        agent=agent,
+        theta_old={"p": 0.2},
+        theta_new={"p": 0.4},
+        lam=0.05,
+        confidence=0.9,
+        version_old=old,
+        version_new=new,
+    )
+    return UpdatePlan(
+        plan_id=plan_id,
+        incident_id=f"inc-{plan_id}",
+        updates=[update],
+        state=state,
+        history=[("canary", settled - 60), (state, settled)],
+        created_at=settled - 120,
+    )
 
 
 @pytest.fixture

@@ -1,4 +1,5 @@
 """The hub as a service: the Python API with a plain function agent, metrics, crash recovery."""
+
 from __future__ import annotations
 
 import time
@@ -17,8 +18,13 @@ from rrsi.store import Store
 
 @pytest.fixture(scope="module")
 def ray_fast_metrics():
-    ray.init(num_cpus=2, namespace="rrsi", log_to_driver=False, include_dashboard=False,
-             _system_config={"metrics_report_interval_ms": 500})
+    ray.init(
+        num_cpus=2,
+        namespace="rrsi",
+        log_to_driver=False,
+        include_dashboard=False,
+        _system_config={"metrics_report_interval_ms": 500},
+    )
     yield
     ray.shutdown()
 
@@ -46,12 +52,24 @@ def wait_for(predicate, timeout=60.0):
 def test_plain_function_agent_and_metrics(ray_fast_metrics, tmp_path):
     hub = connect(store=tmp_path / "hub.sqlite", config={"validation": "none", "min_evidence": 5})
     agent = hub.register_agent(
-        "summarize", summarize,
-        params=[{"name": "max_words", "kind": "int", "low": 2, "high": 50, "init": 4,
-                 "error_code": "SUMMARY_LONG_001", "error_type": "format"}],
+        "summarize",
+        summarize,
+        params=[
+            {
+                "name": "max_words",
+                "kind": "int",
+                "low": 2,
+                "high": 50,
+                "init": 4,
+                "error_code": "SUMMARY_LONG_001",
+                "error_type": "format",
+            }
+        ],
         domain_terms=["summary", "word limit"],
     )
-    outs = agent.run_batch([{"task_id": f"t{i}", "trace_id": f"t{i}", "payload": "one two three four five six"} for i in range(30)])
+    outs = agent.run_batch(
+        [{"task_id": f"t{i}", "trace_id": f"t{i}", "payload": "one two three four five six"} for i in range(30)]
+    )
     assert all(o["error_code"] == "SUMMARY_LONG_001" for o in outs)
     assert agent.flush() == 30
     report = hub.analyze().model_dump()
@@ -60,8 +78,10 @@ def test_plain_function_agent_and_metrics(ray_fast_metrics, tmp_path):
     assert hub.incidents()[0]["root_agent"] == "summarize"
     port = ray._private.worker.global_worker.node.metrics_export_port
     text = lambda: urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert wait_for(lambda: all(f"ray_{name}" in text() for name in METRIC_NAMES)), [n for n in METRIC_NAMES if f"ray_{n}" not in text()]
-    assert 'ray_rrsi_failures_total{' in text() and 'agent="summarize"' in text()
+    assert wait_for(lambda: all(f"ray_{name}" in text() for name in METRIC_NAMES)), [
+        n for n in METRIC_NAMES if f"ray_{n}" not in text()
+    ]
+    assert "ray_rrsi_failures_total{" in text() and 'agent="summarize"' in text()
     ray.kill(agent.actor)
     ray.kill(hub.hub)
 

@@ -15,8 +15,11 @@ def test_unknown_code_suggests_close_matches():
 
 def test_register_agent_codes_and_conflicts():
     reg = default_registry()
-    spec = AgentSpec(name="a", domain_terms=["alpha"], params=[
-        {"name": "p", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_001", "error_type": "format"}])
+    spec = AgentSpec(
+        name="a",
+        domain_terms=["alpha"],
+        params=[{"name": "p", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_001", "error_type": "format"}],
+    )
     reg.register_agent(spec)
     assert reg.get("A_FAIL_001").error_type == "format"
     assert "alpha" in reg.get("A_FAIL_001").domain_terms

@@ -21,8 +21,18 @@ BASE = {
             "base_error": 0.01,
             "domain_terms": ["alpha"],
             "params": [
-                {"name": "p", "kind": "float", "low": 0, "high": 1, "init": 0.2, "optimum": 0.6, "sensitivity": 0.5,
-                 "risk": "low", "error_code": "A_FAIL_001", "error_type": "logic"}
+                {
+                    "name": "p",
+                    "kind": "float",
+                    "low": 0,
+                    "high": 1,
+                    "init": 0.2,
+                    "optimum": 0.6,
+                    "sensitivity": 0.5,
+                    "risk": "low",
+                    "error_code": "A_FAIL_001",
+                    "error_type": "logic",
+                }
             ],
         },
         {
@@ -31,8 +41,18 @@ BASE = {
             "base_error": 0.02,
             "domain_terms": ["beta"],
             "params": [
-                {"name": "q", "kind": "int", "low": 1, "high": 9, "init": 5, "optimum": 5, "sensitivity": 0.3,
-                 "risk": "high", "error_code": "B_FAIL_001", "error_type": "format"}
+                {
+                    "name": "q",
+                    "kind": "int",
+                    "low": 1,
+                    "high": 9,
+                    "init": 5,
+                    "optimum": 5,
+                    "sensitivity": 0.3,
+                    "risk": "high",
+                    "error_code": "B_FAIL_001",
+                    "error_type": "format",
+                }
             ],
         },
     ],

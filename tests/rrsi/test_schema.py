@@ -8,6 +8,7 @@ from rrsi.errors import SchemaError
 from rrsi.schema import (
     Action,
     AgentSpec,
+    AgentUpdate,
     JointReflection,
     ParamSpec,
     Reflection,
@@ -15,7 +16,6 @@ from rrsi.schema import (
     Summary,
     Trace,
     UpdatePlan,
-    AgentUpdate,
     validate,
 )
 from tests.helpers import step
@@ -77,7 +77,9 @@ def test_correction_starts_with_verb():
         validate(Reflection, reflection(correction="The parser should be stricter"))
 
 
-@pytest.mark.parametrize("clause", ["if the date is odd", "when input is bad", "unless told otherwise", "in case of doubt"])
+@pytest.mark.parametrize(
+    "clause", ["if the date is odd", "when input is bad", "unless told otherwise", "in case of doubt"]
+)
 def test_correction_refuses_conditional_clause(clause):
     with pytest.raises(SchemaError, match="conditional"):
         validate(Reflection, reflection(correction=f"Increase parse_strictness {clause}"))
@@ -158,8 +160,11 @@ def test_trace_checks_parents_and_ids():
 
 def test_plan_transitions():
     plan = UpdatePlan(
-        plan_id="p", incident_id="i",
-        updates=[AgentUpdate(agent="a", theta_old={"x": 0}, theta_new={"x": 1}, lam=0.05, confidence=0.9, version_old=0)],
+        plan_id="p",
+        incident_id="i",
+        updates=[
+            AgentUpdate(agent="a", theta_old={"x": 0}, theta_new={"x": 1}, lam=0.05, confidence=0.9, version_old=0)
+        ],
     )
     promoted = plan.transition("promoted")
     assert promoted.state == "promoted" and promoted.history[-1][0] == "promoted"

@@ -34,8 +34,11 @@ def test_agents_incidents_reflections_plans_params(tmp_path):
     store.put_reflection(joint)
     assert store.reflection("i") == joint
     plan = UpdatePlan(
-        plan_id="p", incident_id="i",
-        updates=[AgentUpdate(agent="a", theta_old={"x": 0.5}, theta_new={"x": 0.6}, lam=0.05, confidence=0.8, version_old=0)],
+        plan_id="p",
+        incident_id="i",
+        updates=[
+            AgentUpdate(agent="a", theta_old={"x": 0.5}, theta_new={"x": 0.6}, lam=0.05, confidence=0.8, version_old=0)
+        ],
     )
     store.put_plan(plan)
     store.put_plan(plan.transition("promoted"))

@@ -1,4 +1,5 @@
 """The attribution GNN on simulated incidents: examples, the default model, top-1 evaluation."""
+
 from __future__ import annotations
 
 import pytest
@@ -42,7 +43,11 @@ def test_synthetic_training_reaches_90_percent_at_high_propagation(parallel_scen
     train = list(synthetic_incidents(parallel_scenario, 600, seed=0, propagation=0.9))
     test = list(synthetic_incidents(parallel_scenario, 300, seed=1, propagation=0.9))
     history = own_failure_rates([i.trace for i in train])
-    model = fit(from_synthetic(train), train_config=TrainConfig(epochs=150, weight_decay=1e-3), history=history,
-                error_types=scenario_error_types(parallel_scenario))
+    model = fit(
+        from_synthetic(train),
+        train_config=TrainConfig(epochs=150, weight_decay=1e-3),
+        history=history,
+        error_types=scenario_error_types(parallel_scenario),
+    )
     hits = [a.root_agent in i.root_agents for a, i in zip(model.attribute([i.trace for i in test], history), test)]
     assert sum(hits) / len(hits) >= 0.9

@@ -1,4 +1,5 @@
 """The one walk of a task through a scenario's pipeline."""
+
 from __future__ import annotations
 
 import pytest
@@ -48,6 +49,7 @@ def test_one_trace_matches_a_batch_of_traces():
     executors = {a.name: SimulatedExecutor(scenario, a.name) for a in scenario.agents}
     params = {a.name: {q.name: q.init for q in a.params} for a in scenario.agents}
     ids = [f"t{i}" for i in range(50)]
+
     def run_step(agent, task):
         return executors[agent](task, params[agent])
 

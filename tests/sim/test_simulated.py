@@ -1,4 +1,5 @@
 """The simulator against DESIGN.md's failure model, computed independently here."""
+
 from __future__ import annotations
 
 import itertools
@@ -7,22 +8,82 @@ import math
 import pytest
 
 from rrsi.agents.executor import Task
-from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.scenario import bundled_scenario, parse_scenario
+from rrsi.sim.simulated import SimulatedExecutor
 
 DIAMOND = {
     "name": "diamond",
     "seed": 7,
     "propagation": 0.6,
     "agents": [
-        {"name": "src", "base_error": 0.02, "params": [
-            {"name": "x", "low": 0, "high": 2, "init": 0.4, "optimum": 1.4, "sensitivity": 0.9, "error_code": "SRC_X_001", "error_type": "logic"}]},
-        {"name": "left", "depends_on": ["src"], "base_error": 0.05, "params": [
-            {"name": "y", "low": 0, "high": 1, "init": 0.5, "optimum": 0.5, "sensitivity": 0.5, "error_code": "LEFT_Y_001", "error_type": "format"}]},
-        {"name": "right", "depends_on": ["src"], "base_error": 0.01, "params": [
-            {"name": "z", "kind": "int", "low": 0, "high": 10, "init": 8, "optimum": 3, "sensitivity": 0.4, "error_code": "RIGHT_Z_001", "error_type": "tool_usage"}]},
-        {"name": "sink", "depends_on": ["left", "right"], "base_error": 0.03, "params": [
-            {"name": "w", "low": 0, "high": 1, "init": 0.1, "optimum": 0.3, "sensitivity": 0.6, "error_code": "SINK_W_001", "error_type": "logic"}]},
+        {
+            "name": "src",
+            "base_error": 0.02,
+            "params": [
+                {
+                    "name": "x",
+                    "low": 0,
+                    "high": 2,
+                    "init": 0.4,
+                    "optimum": 1.4,
+                    "sensitivity": 0.9,
+                    "error_code": "SRC_X_001",
+                    "error_type": "logic",
+                }
+            ],
+        },
+        {
+            "name": "left",
+            "depends_on": ["src"],
+            "base_error": 0.05,
+            "params": [
+                {
+                    "name": "y",
+                    "low": 0,
+                    "high": 1,
+                    "init": 0.5,
+                    "optimum": 0.5,
+                    "sensitivity": 0.5,
+                    "error_code": "LEFT_Y_001",
+                    "error_type": "format",
+                }
+            ],
+        },
+        {
+            "name": "right",
+            "depends_on": ["src"],
+            "base_error": 0.01,
+            "params": [
+                {
+                    "name": "z",
+                    "kind": "int",
+                    "low": 0,
+                    "high": 10,
+                    "init": 8,
+                    "optimum": 3,
+                    "sensitivity": 0.4,
+                    "error_code": "RIGHT_Z_001",
+                    "error_type": "tool_usage",
+                }
+            ],
+        },
+        {
+            "name": "sink",
+            "depends_on": ["left", "right"],
+            "base_error": 0.03,
+            "params": [
+                {
+                    "name": "w",
+                    "low": 0,
+                    "high": 1,
+                    "init": 0.1,
+                    "optimum": 0.3,
+                    "sensitivity": 0.6,
+                    "error_code": "SINK_W_001",
+                    "error_type": "logic",
+                }
+            ],
+        },
     ],
 }
 

@@ -18,8 +18,14 @@ def test_incidents_fail_and_their_roots_failed_on_their_own(parallel_scenario):
 
 
 def test_same_seed_same_incidents(parallel_scenario):
-    a = [i.trace.model_dump(exclude={"steps": {"__all__": {"timestamp", "execution_time"}}}) for i in synthetic_incidents(parallel_scenario, 5, 1)]
-    b = [i.trace.model_dump(exclude={"steps": {"__all__": {"timestamp", "execution_time"}}}) for i in synthetic_incidents(parallel_scenario, 5, 1)]
+    a = [
+        i.trace.model_dump(exclude={"steps": {"__all__": {"timestamp", "execution_time"}}})
+        for i in synthetic_incidents(parallel_scenario, 5, 1)
+    ]
+    b = [
+        i.trace.model_dump(exclude={"steps": {"__all__": {"timestamp", "execution_time"}}})
+        for i in synthetic_incidents(parallel_scenario, 5, 1)
+    ]
     assert a == b
 
 

@@ -5,8 +5,8 @@ import re
 import pytest
 
 from rrsi.errors import SchemaError
-from rrsi.traces.agent_names import AgentNames, sanitize_name
 from rrsi.schema import NAME_PATTERN
+from rrsi.traces.agent_names import AgentNames, sanitize_name
 
 
 @pytest.mark.parametrize("raw", ["Planner", "data expert", "3rd/agent", "ünïcode agent", "x" * 100, "__a"])

@@ -6,14 +6,30 @@ from rrsi.errors import SchemaError
 from rrsi.traces.otel import load_otel, load_otel_dir
 
 
-def _span(span_id, parent=None, agent=None, op="invoke_agent", error=None, trace="t1", start=1_700_000_000_000_000_000, **attrs):
+def _span(
+    span_id,
+    parent=None,
+    agent=None,
+    op="invoke_agent",
+    error=None,
+    trace="t1",
+    start=1_700_000_000_000_000_000,
+    **attrs,
+):
     attributes = {"gen_ai.operation.name": op, **attrs}
     if agent:
         attributes["gen_ai.agent.name"] = agent
     if error:
         attributes["error.type"] = error
-    return {"trace_id": trace, "span_id": span_id, "parent_span_id": parent, "name": op, "attributes": attributes,
-            "start_time": start, "end_time": start + 500_000_000}
+    return {
+        "trace_id": trace,
+        "span_id": span_id,
+        "parent_span_id": parent,
+        "name": op,
+        "attributes": attributes,
+        "start_time": start,
+        "end_time": start + 500_000_000,
+    }
 
 
 def _otlp(spans):
@@ -21,15 +37,28 @@ def _otlp(spans):
         return [{"key": k, "value": {"stringValue": v}} for k, v in attrs.items()]
 
     converted = [
-        {"traceId": s["trace_id"], "spanId": s["span_id"], "parentSpanId": s.get("parent_span_id") or "", "name": s["name"],
-         "startTimeUnixNano": str(s["start_time"]), "endTimeUnixNano": str(s.get("end_time", s["start_time"])), "attributes": kv(s["attributes"])}
+        {
+            "traceId": s["trace_id"],
+            "spanId": s["span_id"],
+            "parentSpanId": s.get("parent_span_id") or "",
+            "name": s["name"],
+            "startTimeUnixNano": str(s["start_time"]),
+            "endTimeUnixNano": str(s.get("end_time", s["start_time"])),
+            "attributes": kv(s["attributes"]),
+        }
         for s in spans
     ]
     return {"resourceSpans": [{"resource": {}, "scopeSpans": [{"scope": {"name": "x"}, "spans": converted}]}]}
 
 
 SPANS = [
-    {"trace_id": "t1", "span_id": "root", "name": "HTTP POST", "attributes": {}, "start_time": 1_700_000_000_000_000_000},
+    {
+        "trace_id": "t1",
+        "span_id": "root",
+        "name": "HTTP POST",
+        "attributes": {},
+        "start_time": 1_700_000_000_000_000_000,
+    },
     _span("a", "root", agent="planner agent"),
     _span("b", "a", agent="coder", error="SQL_SYNTAX_001", start=1_700_000_001_000_000_000),
     _span("c", "b", op="execute_tool", start=1_700_000_002_000_000_000, **{"gen_ai.tool.name": "sql"}),
@@ -66,7 +95,10 @@ def test_several_traces_in_one_file(write_json):
         ([{"trace_id": "t", "attributes": {}}], "spans.0.span_id: missing"),
         ([{"span_id": "s", "attributes": {}}], "spans.0.trace_id: missing"),
         ([{"trace_id": "t", "span_id": "s", "attributes": {"http.method": "GET"}}], "no span carries a gen_ai"),
-        ([{"trace_id": "t", "span_id": "s", "attributes": {"gen_ai.operation.name": "chat"}}], "gen_ai.agent.name: missing"),
+        (
+            [{"trace_id": "t", "span_id": "s", "attributes": {"gen_ai.operation.name": "chat"}}],
+            "gen_ai.agent.name: missing",
+        ),
         ([{"trace_id": "t", "span_id": "s", "attributes": 3}], "attributes: expected a mapping"),
     ],
 )

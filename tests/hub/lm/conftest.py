@@ -4,10 +4,21 @@ import pytest
 
 from tests.helpers import step
 
-UP = {"name": "up", "domain_terms": ["date format"], "params": [
-    {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}]}
-DOWN = {"name": "down", "depends_on": ["up"], "domain_terms": ["summary"], "params": [
-    {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}]}
+UP = {
+    "name": "up",
+    "domain_terms": ["date format"],
+    "params": [
+        {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}
+    ],
+}
+DOWN = {
+    "name": "down",
+    "depends_on": ["up"],
+    "domain_terms": ["summary"],
+    "params": [
+        {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}
+    ],
+}
 
 
 @pytest.fixture(scope="session")
@@ -25,17 +36,31 @@ def lm():
 def incident():
     """Two agents with root failures: up (too low) and down (too high)."""
     from rrsi.error_codes import default_registry
-    from rrsi.schema import AgentSpec, Attribution
-
     from rrsi.hub.lm.prompt import IncidentInput
+    from rrsi.schema import AgentSpec, Attribution
 
     specs = {s["name"]: AgentSpec.model_validate(s) for s in (UP, DOWN)}
     registry = default_registry()
     for s in specs.values():
         registry.register_agent(s)
-    records = [step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001",
-                    scratchpad="up: strict=0.2 looked too low on the date format") for i in range(3)]
-    records.append(step(trace="t9", step_id="down", agent="down", error_code="DOWN_FAIL_001",
-                        scratchpad="down: length=0.5 looked too high in the summary"))
+    records = [
+        step(
+            trace=f"t{i}",
+            step_id="up",
+            agent="up",
+            error_code="UP_FAIL_001",
+            scratchpad="up: strict=0.2 looked too low on the date format",
+        )
+        for i in range(3)
+    ]
+    records.append(
+        step(
+            trace="t9",
+            step_id="down",
+            agent="down",
+            error_code="DOWN_FAIL_001",
+            scratchpad="down: length=0.5 looked too high in the summary",
+        )
+    )
     attribution = Attribution(agent_blame={"up": 0.75, "down": 0.25}, root_agent="up", model="most_upstream")
     return IncidentInput("inc-1", attribution, records, specs), registry

@@ -1,4 +1,5 @@
 """An LMReflector built from a saved adapter folder (as the hub and eval-reflector build it)."""
+
 from __future__ import annotations
 
 import copy

@@ -1,10 +1,10 @@
 """Constrained decoding: even the untrained base model only writes valid reflections."""
+
 from __future__ import annotations
 
-from rrsi.schema import JointReflection, Reflection, validate
-
-from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.hub.lm.lm_reflector import LMReflector
+from rrsi.hub.lm.prompt import PromptConfig, prepare
+from rrsi.schema import JointReflection, Reflection, validate
 
 
 def test_untrained_model_output_always_validates(lm, incident):

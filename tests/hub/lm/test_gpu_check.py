@@ -1,4 +1,5 @@
 """bench/gpu_check.sh's CPU smoke run: every section runs, and the project's decode path yields valid reflections."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ ROOT = Path(__file__).resolve().parents[3]
 @pytest.mark.slow
 def test_gpu_check_smoke_runs_every_section_on_cpu(tmp_path):
     env = {**os.environ, "PYTHON": sys.executable, "OUT": str(tmp_path)}
-    out = subprocess.run(["bash", str(ROOT / "bench" / "gpu_check.sh"), "--cpu-smoke"], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=900)
+    out = subprocess.run(
+        ["bash", str(ROOT / "bench" / "gpu_check.sh"), "--cpu-smoke"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     results = json.loads((tmp_path / "gpu_check.json").read_text())
     assert results["lora"]["loss_last"] > 0

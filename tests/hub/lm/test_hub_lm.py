@@ -1,4 +1,5 @@
 """The hub with the LM Reflector: reflections come from the model, low quality goes to review."""
+
 from __future__ import annotations
 
 import time
@@ -12,18 +13,38 @@ from tests.hub.lm.conftest import DOWN, UP
 
 
 def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
-    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"})
+    hub = ReflectionHub(
+        str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"}
+    )
     hub.register_agent(UP)
     hub.register_agent(DOWN)
     model, tokenizer = lm
-    hub.reflectors.lm = LMReflector(hub.registry, model=model, tokenizer=tokenizer)  # the untrained base model: decoding stays valid
+    hub.reflectors.lm = LMReflector(
+        hub.registry, model=model, tokenizer=tokenizer
+    )  # the untrained base model: decoding stays valid
     now = time.time()
     for i in range(12):
-        hub.ingest([
-            step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="strict=0.2 looked too low on the date format", ts=now),
-            step(trace=f"t{i}", step_id="down", agent="down", parents=["up"], error_code="DOWN_FAIL_001",
-                 scratchpad="length=0.5 looked too high in the summary", ts=now),
-        ])
+        hub.ingest(
+            [
+                step(
+                    trace=f"t{i}",
+                    step_id="up",
+                    agent="up",
+                    error_code="UP_FAIL_001",
+                    scratchpad="strict=0.2 looked too low on the date format",
+                    ts=now,
+                ),
+                step(
+                    trace=f"t{i}",
+                    step_id="down",
+                    agent="down",
+                    parents=["up"],
+                    error_code="DOWN_FAIL_001",
+                    scratchpad="length=0.5 looked too high in the summary",
+                    ts=now,
+                ),
+            ]
+        )
     report = hub.analyze().model_dump()
     [incident] = report["incidents"]
     reflection = hub.store.reflection(incident)
@@ -46,7 +67,9 @@ def test_auto_reflects_by_rule_until_the_adapter_exists_then_by_lm(tmp_path, lm)
     hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)})
     assert hub.reflectors.lm_reflector() is None and hub.stats()["lm_loaded"] is False
     model, tokenizer = lm
-    get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
+    get_peft_model(
+        copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])
+    ).save_pretrained(adapter)
     tokenizer.save_pretrained(adapter)
     assert isinstance(hub.reflectors.lm_reflector(), LMReflector) and hub.stats()["lm_loaded"] is True
 
@@ -73,7 +96,12 @@ def test_an_adapter_of_an_older_template_counts_as_missing(tmp_path):
     assert has_adapter(adapter)
     (adapter / "training.json").write_text(json.dumps({"template": TEMPLATE_VERSION - 1}))
     assert not has_adapter(adapter)
-    assert ReflectionHub(str(tmp_path / "a.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)}).reflectors.lm_reflector() is None
+    assert (
+        ReflectionHub(
+            str(tmp_path / "a.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)}
+        ).reflectors.lm_reflector()
+        is None
+    )
     # lm with a folder path is not trained in place: the error names the field and the way out.
     hub = ReflectionHub(str(tmp_path / "l.sqlite"), {"reflector": "lm", "lm_adapter": str(adapter)})
     with pytest.raises(UserError, match=r"config.lm_adapter: .*rrsi train-reflector"):

@@ -1,13 +1,13 @@
 """Training: config validation, and a few LoRA / QLoRA steps reduce the loss."""
+
 from __future__ import annotations
 
 import pytest
 
 from rrsi.errors import SchemaError
-from rrsi.schema import validate
-
 from rrsi.hub.lm.data import Example
 from rrsi.hub.lm.lora_training import TrainConfig, train_lora
+from rrsi.schema import validate
 
 
 def test_config_errors_name_the_field():
@@ -16,38 +16,69 @@ def test_config_errors_name_the_field():
     with pytest.raises(SchemaError, match="train.device"):
         validate(TrainConfig, {"device": "tpu"}, where="train")
     with pytest.raises(SchemaError, match="weights"):
-        validate(TrainConfig, {"weights": {"error_type": 0, "root_cause": 0, "correction": 0, "decision": 0}}, where="train")
+        validate(
+            TrainConfig, {"weights": {"error_type": 0, "root_cause": 0, "correction": 0, "decision": 0}}, where="train"
+        )
 
 
 def _example(incident):
     inc, _ = incident
     reflections = [
-        {"agent": "down", "error_type": "logic", "root_cause": "summary: noise", "correction": "Keep length", "action": None},
-        {"agent": "up", "error_type": "format", "root_cause": "date format: strict too low",
-         "correction": "Increase strict", "action": ("strict", "increase")},
+        {
+            "agent": "down",
+            "error_type": "logic",
+            "root_cause": "summary: noise",
+            "correction": "Keep length",
+            "action": None,
+        },
+        {
+            "agent": "up",
+            "error_type": "format",
+            "root_cause": "date format: strict too low",
+            "correction": "Increase strict",
+            "action": ("strict", "increase"),
+        },
     ]
     return Example(inc, "up", reflections, "user")
 
 
 @pytest.mark.slow
 def test_lora_steps_reduce_loss(incident):
-    report = train_lora([_example(incident)], incident[1],
-                        {"steps": 4, "batch_size": 1, "lr": 1e-2, "lora_dropout": 0.0, "lora_layers": 4, "threads": 1},
-                        progress=False)
+    report = train_lora(
+        [_example(incident)],
+        incident[1],
+        {"steps": 4, "batch_size": 1, "lr": 1e-2, "lora_dropout": 0.0, "lora_layers": 4, "threads": 1},
+        progress=False,
+    )
     assert report["loss_last"] < report["loss_first"]
 
 
 @pytest.mark.slow
 def test_qlora_step_runs_on_cpu(incident):
-    report = train_lora([_example(incident)], incident[1],
-                        {"steps": 1, "batch_size": 1, "lr": 1e-3, "qlora": True, "lora_layers": 2, "threads": 1}, progress=False)
+    report = train_lora(
+        [_example(incident)],
+        incident[1],
+        {"steps": 1, "batch_size": 1, "lr": 1e-3, "qlora": True, "lora_layers": 2, "threads": 1},
+        progress=False,
+    )
     assert report["steps"] == 1 and report["loss_first"] > 0
 
 
 def test_choice_tokens_share_one_unit_and_text_tokens_one_each():
     from rrsi.hub.lm.lora_training import token_shares
 
-    groups = [None, "decision", "decision", "decision", None, "root_cause", "root_cause", "error_type", None, "decision"]
+    groups = [
+        None,
+        "decision",
+        "decision",
+        "decision",
+        None,
+        "root_cause",
+        "root_cause",
+        "error_type",
+        None,
+        "decision",
+    ]
     assert token_shares(groups) == pytest.approx([0, 1 / 3, 1 / 3, 1 / 3, 0, 1, 1, 1, 0, 1])
 
 
@@ -80,8 +111,8 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
     from peft import LoraConfig, get_peft_model
 
     from rrsi.hub.lm.constrained import SegmentCodec
-    from rrsi.hub.lm.prompt import IncidentInput
     from rrsi.hub.lm.lora_training import FieldWeights, _batch, _parts, _step_loss, encode_examples, group_totals
+    from rrsi.hub.lm.prompt import IncidentInput
 
     inc, registry = incident
     model, tokenizer = lm
@@ -89,7 +120,10 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
     examples = [_example(incident), Example(short, "up", _example(incident).reflections[1:], "user")]
     encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, TrainConfig())
     assert len(encoded[0].ids) != len(encoded[1].ids)
-    peft = get_peft_model(model, LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], layers_to_transform=[29], init_lora_weights=False))
+    peft = get_peft_model(
+        model,
+        LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj"], layers_to_transform=[29], init_lora_weights=False),
+    )
     weights, totals = FieldWeights(), group_totals(encoded)
     try:
         params = [p for p in peft.parameters() if p.requires_grad]
@@ -120,9 +154,23 @@ def test_train_reflector_cli_trains_then_continues_an_adapter(tmp_path, capsys):
     from rrsi.cli.main import main
 
     first, second = tmp_path / "first", tmp_path / "second"
-    common = ["--incidents", "2", "--steps", "1", "--batch-size", "2", "--lora-layers", "1", "--threads", "1", "--quiet"]
+    common = [
+        "--incidents",
+        "2",
+        "--steps",
+        "1",
+        "--batch-size",
+        "2",
+        "--lora-layers",
+        "1",
+        "--threads",
+        "1",
+        "--quiet",
+    ]
     assert main(["train-reflector", "--out", str(first), *common]) == 0
     assert main(["train-reflector", "--out", str(second), "--init", str(first), "--micro-batch", "2", *common]) == 0
     info = json.loads((second / "training.json").read_text())
     assert info["config"]["init_adapter"] == str(first) and info["config"]["micro_batch"] == 2 and info["steps"] == 1
-    assert json.loads((first / "adapter_config.json").read_text()) == json.loads((second / "adapter_config.json").read_text())
+    assert json.loads((first / "adapter_config.json").read_text()) == json.loads(
+        (second / "adapter_config.json").read_text()
+    )

@@ -1,4 +1,5 @@
 """Retraining from the hub's own incidents: samples, labels from validation, the policy, the swap."""
+
 from __future__ import annotations
 
 import json
@@ -33,40 +34,68 @@ def test_policy_fields_are_validated():
 
 def _joint(incident_id="inc-1", down_action=True):
     reflections = [
-        {"agent": "up", "error_type": "format", "root_cause": "date format: strict too low causes UP_FAIL_001 failures",
-         "correction": "Increase strict to stop UP_FAIL_001 failures", "confidence": 0.9,
-         "actions": [{"agent": "up", "param": "strict", "op": "increase"}]},
+        {
+            "agent": "up",
+            "error_type": "format",
+            "root_cause": "date format: strict too low causes UP_FAIL_001 failures",
+            "correction": "Increase strict to stop UP_FAIL_001 failures",
+            "confidence": 0.9,
+            "actions": [{"agent": "up", "param": "strict", "op": "increase"}],
+        },
     ]
     if down_action:
-        reflections.append({"agent": "down", "error_type": "logic", "root_cause": "summary: length too high causes DOWN_FAIL_001 failures",
-                            "correction": "Decrease length to stop DOWN_FAIL_001 failures", "confidence": 0.6,
-                            "actions": [{"agent": "down", "param": "length", "op": "decrease"}]})
-    return JointReflection(incident_id=incident_id, root_agent="up", root_cause=reflections[0]["root_cause"],
-                           reflections=reflections, backend="lm")
+        reflections.append(
+            {
+                "agent": "down",
+                "error_type": "logic",
+                "root_cause": "summary: length too high causes DOWN_FAIL_001 failures",
+                "correction": "Decrease length to stop DOWN_FAIL_001 failures",
+                "confidence": 0.6,
+                "actions": [{"agent": "down", "param": "length", "op": "decrease"}],
+            }
+        )
+    return JointReflection(
+        incident_id=incident_id,
+        root_agent="up",
+        root_cause=reflections[0]["root_cause"],
+        reflections=reflections,
+        backend="lm",
+    )
 
 
 def _plan(plan_id, agent, param, old, new, state, incident_id="inc-1"):
-    update = AgentUpdate(agent=agent, theta_old={param: old}, theta_new={param: new}, lam=0.05, confidence=0.9, version_old=0)
+    update = AgentUpdate(
+        agent=agent, theta_old={param: old}, theta_new={param: new}, lam=0.05, confidence=0.9, version_old=0
+    )
     return UpdatePlan(plan_id=plan_id, incident_id=incident_id, updates=[update], state=state)
 
 
 def test_promoted_actions_stay_rolled_back_ones_become_keep_unchanged(incident):
     inc, _ = incident
-    row = settled_row(sample_row(inc, _joint()), [(_plan("p1", "up", "strict", 0.2, 0.3, "promoted"), "promoted"),
-                                                  (_plan("p2", "down", "length", 0.5, 0.4, "rolled_back"), "rolled_back")])
+    row = settled_row(
+        sample_row(inc, _joint()),
+        [
+            (_plan("p1", "up", "strict", 0.2, 0.3, "promoted"), "promoted"),
+            (_plan("p2", "down", "length", 0.5, 0.4, "rolled_back"), "rolled_back"),
+        ],
+    )
     example = example_from_row(row, source="hub")
     by_agent = {r["agent"]: r for r in example.reflections}
     assert by_agent["up"]["action"] == ("strict", "increase")
     assert by_agent["down"]["action"] is None
     assert by_agent["down"]["correction"] == "Keep length unchanged"
-    assert by_agent["down"]["root_cause"] == "summary: too few DOWN_FAIL_001 failures to tell"  # one failure of five needed
+    assert (
+        by_agent["down"]["root_cause"] == "summary: too few DOWN_FAIL_001 failures to tell"
+    )  # one failure of five needed
     assert example.root_agent == "up" and example.source == "hub"
 
 
 def test_agents_the_reflection_left_out_are_labelled_keep_unchanged(incident):
     inc, _ = incident
-    row = settled_row(sample_row(inc, _joint(down_action=False).model_copy(
-        update={"reflections": _joint().reflections[:1]})), [(_plan("p1", "up", "strict", 0.2, 0.3, "promoted"), "promoted")])
+    row = settled_row(
+        sample_row(inc, _joint(down_action=False).model_copy(update={"reflections": _joint().reflections[:1]})),
+        [(_plan("p1", "up", "strict", 0.2, 0.3, "promoted"), "promoted")],
+    )
     assert [r["agent"] for r in row["reflection"]["reflections"]] == ["down", "up"]
     down = example_from_row(row).reflections[0]
     assert down["action"] is None and down["error_type"] == "logic"
@@ -89,7 +118,14 @@ def _retrainer(tmp_path, calls, every=2, fail=False):
         return {"adapter": adapter, "steps": 3, "epochs": policy.epochs}
 
     store = Store(tmp_path / "s.sqlite")
-    return Retrainer(store, default_registry(), tmp_path / "adapter", RetrainingPolicy(every_samples=every), runner="inline", train=train)
+    return Retrainer(
+        store,
+        default_registry(),
+        tmp_path / "adapter",
+        RetrainingPolicy(every_samples=every),
+        runner="inline",
+        train=train,
+    )
 
 
 def _add(r, inc, name, state):
@@ -178,7 +214,9 @@ class _FakeLM:
 
 
 def test_the_hub_samples_its_promoted_incidents_retrains_and_reloads(tmp_path):
-    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"})
+    hub = ReflectionHub(
+        str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"}
+    )
     hub.register_agent(UP)
     hub.register_agent(DOWN)
     calls = []
@@ -186,8 +224,19 @@ def test_the_hub_samples_its_promoted_incidents_retrains_and_reloads(tmp_path):
     hub.reflectors.retrainer = _retrainer(tmp_path, calls, every=1)
     hub.reflectors.retrainer.store = hub.store
     now = time.time()
-    hub.ingest([step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001",
-                     scratchpad="strict=0.2 looked too low on the date format", ts=now) for i in range(12)])
+    hub.ingest(
+        [
+            step(
+                trace=f"t{i}",
+                step_id="up",
+                agent="up",
+                error_code="UP_FAIL_001",
+                scratchpad="strict=0.2 looked too low on the date format",
+                ts=now,
+            )
+            for i in range(12)
+        ]
+    )
     report = hub.analyze().model_dump()
     [incident] = report["incidents"]
     assert [p["state"] for p in report["plans"]] == ["promoted"]
@@ -198,12 +247,25 @@ def test_the_hub_samples_its_promoted_incidents_retrains_and_reloads(tmp_path):
 
 
 def test_the_hub_without_plans_keeps_no_sample(tmp_path):
-    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"})
+    hub = ReflectionHub(
+        str(tmp_path / "h.sqlite"), {"reflector": "lm", "validation": "none", "attribution": "most_upstream"}
+    )
     hub.register_agent(UP)
     hub.reflectors.lm = _FakeLM()
     hub.reflectors.retrainer = _retrainer(tmp_path, [], every=1)
     hub.reflectors.retrainer.store = hub.store
-    hub.ingest([step(trace="t0", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="strict=0.2 looked too low", ts=time.time())])
+    hub.ingest(
+        [
+            step(
+                trace="t0",
+                step_id="up",
+                agent="up",
+                error_code="UP_FAIL_001",
+                scratchpad="strict=0.2 looked too low",
+                ts=time.time(),
+            )
+        ]
+    )
     hub.analyze()  # one failure: no action, no plan
     assert hub.store.sample_counts() == {}
 
@@ -221,10 +283,15 @@ def test_a_ray_task_continues_the_adapter_and_swaps_it_in_place(tmp_path, incide
     inc, registry = incident
     model, tokenizer = lm
     adapter = tmp_path / "adapter"
-    get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False)).save_pretrained(adapter)
+    get_peft_model(
+        copy.deepcopy(model),
+        LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"], init_lora_weights=False),
+    ).save_pretrained(adapter)
     tokenizer.save_pretrained(adapter)
     before = load_file(adapter / "adapter_model.safetensors")
-    r = Retrainer(Store(tmp_path / "s.sqlite"), registry, adapter, RetrainingPolicy(every_samples=1, epochs=2), runner="ray")
+    r = Retrainer(
+        Store(tmp_path / "s.sqlite"), registry, adapter, RetrainingPolicy(every_samples=1, epochs=2), runner="ray"
+    )
     r.add(inc, _joint())
     r.store.put_plan(_plan("p1", "up", "strict", 0.2, 0.3, "promoted"))
     r.store.put_plan(_plan("p2", "down", "length", 0.5, 0.4, "promoted"))
@@ -237,7 +304,9 @@ def test_a_ray_task_continues_the_adapter_and_swaps_it_in_place(tmp_path, incide
     assert r.last_report["steps"] == 1  # ceil(2 epochs * 1 sample / batch 4)
     assert has_adapter(adapter)
     info = json.loads((adapter / "training.json").read_text())
-    assert info["sources"] == ["hub"] and info["samples"] == ["inc-1"] and info["config"]["init_adapter"] == str(adapter)
+    assert (
+        info["sources"] == ["hub"] and info["samples"] == ["inc-1"] and info["config"]["init_adapter"] == str(adapter)
+    )
     after = load_file(adapter / "adapter_model.safetensors")
     assert before.keys() == after.keys()  # the same adapter (r=2 on q/v), trained further
     assert any(not torch.equal(before[k], after[k]) for k in before)

@@ -1,11 +1,12 @@
 """Template, codec and data: expert targets decode to JSON the schema accepts."""
+
 from __future__ import annotations
 
 import pytest
 
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
-from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.hub.lm.lm_reflector import parse_output
+from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.hub.lm.template import render_values
 
 
@@ -37,10 +38,9 @@ def test_sqrt_frequency_weights_give_sqrt_shares():
 
 
 def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
-    from rrsi.scenario import bundled_scenario
-
     from rrsi.hub.lm.adapters import scenario_registry
     from rrsi.hub.lm.constrained import SegmentCodec
+    from rrsi.scenario import bundled_scenario
 
     scenario = bundled_scenario()
     codec = SegmentCodec(tokenizer)
@@ -56,8 +56,16 @@ def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
 def test_render_refuses_what_the_template_cannot_write(incident):
     inc, registry = incident
     prep = prepare(inc, registry)
-    bad = [{"agent": "down", "error_type": "logic", "root_cause": "no term here", "correction": "Keep it", "action": None},
-           {"agent": "up", "error_type": "format", "root_cause": "date format off", "correction": "Increase strict", "action": None}]
+    bad = [
+        {"agent": "down", "error_type": "logic", "root_cause": "no term here", "correction": "Keep it", "action": None},
+        {
+            "agent": "up",
+            "error_type": "format",
+            "root_cause": "date format off",
+            "correction": "Increase strict",
+            "action": None,
+        },
+    ]
     with pytest.raises(ValueError, match=r"reflections\[0\].root_cause"):
         render_values(prep.views, "up", bad)
 
@@ -84,26 +92,43 @@ def test_an_agent_without_params_shows_its_latest_scratchpad(incident):
 
 def test_vote_summary_names_direction_count_and_how_one_sided():
     from rrsi.error_codes import default_registry
+    from rrsi.hub.lm.prompt import PromptConfig, vote_summary
     from rrsi.schema import AgentSpec
     from tests.helpers import step
 
-    from rrsi.hub.lm.prompt import PromptConfig, vote_summary
-
-    spec = AgentSpec.model_validate({"name": "a", "params": [
-        {"name": "p", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_001", "error_type": "logic"},
-        {"name": "q", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_002", "error_type": "logic"}]})
+    spec = AgentSpec.model_validate(
+        {
+            "name": "a",
+            "params": [
+                {"name": "p", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_001", "error_type": "logic"},
+                {"name": "q", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_002", "error_type": "logic"},
+            ],
+        }
+    )
     registry = default_registry()
     registry.register_agent(spec)
 
     def records(code, low, high):
-        return [step(trace=f"{code}{i}", step_id="a", agent="a", error_code=code,
-                     scratchpad="looked too low" if i < low else "looked too high") for i in range(low + high)]
+        return [
+            step(
+                trace=f"{code}{i}",
+                step_id="a",
+                agent="a",
+                error_code=code,
+                scratchpad="looked too low" if i < low else "looked too high",
+            )
+            for i in range(low + high)
+        ]
 
     # 9 of 10: P(X >= 9 | 10, 1/2) = 0.011, one-sided only above alpha 0.011.
     assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry) == "p increase 9 of 10, mixed"
-    assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry, PromptConfig(alpha=0.02)) == "p increase 9 of 10, one-sided"
+    assert (
+        vote_summary(spec, records("A_FAIL_001", 9, 1), registry, PromptConfig(alpha=0.02))
+        == "p increase 9 of 10, one-sided"
+    )
     assert vote_summary(spec, records("A_FAIL_001", 0, 7) + records("A_FAIL_002", 2, 1), registry) == (
-        "p decrease 7 of 7, one-sided; q increase 2 of 3, too few")
+        "p decrease 7 of 7, one-sided; q increase 2 of 3, too few"
+    )
     assert vote_summary(spec, [], registry) == "no symptoms"
 
 
@@ -113,9 +138,20 @@ def test_the_answer_restates_the_votes_then_acts_then_explains_and_names_the_roo
     inc, registry = incident
     prep = prepare(inc, registry)
     reflections = [
-        {"agent": "down", "error_type": "logic", "root_cause": "summary: noise", "correction": "Keep length", "action": None},
-        {"agent": "up", "error_type": "format", "root_cause": "date format: strict too low", "correction": "Increase strict",
-         "action": ("strict", "increase")},
+        {
+            "agent": "down",
+            "error_type": "logic",
+            "root_cause": "summary: noise",
+            "correction": "Keep length",
+            "action": None,
+        },
+        {
+            "agent": "up",
+            "error_type": "format",
+            "root_cause": "date format: strict too low",
+            "correction": "Increase strict",
+            "action": ("strict", "increase"),
+        },
     ]
     ids, _ = SegmentCodec(tokenizer).target(prep.segments, render_values(prep.views, "up", reflections))
     text = tokenizer.decode(ids)

@@ -1,4 +1,5 @@
 """Bad model outputs are refused, logged with the incident id, never returned."""
+
 from __future__ import annotations
 
 import logging
@@ -6,14 +7,16 @@ import logging
 import pytest
 
 from rrsi.errors import SchemaError
-
 from rrsi.hub.lm.constrained import Decoded
-from rrsi.hub.lm.prompt import prepare
 from rrsi.hub.lm.lm_reflector import LMReflector, parse_output
+from rrsi.hub.lm.prompt import prepare
 
-GOOD = ('{"root_agent": "up", "reflections": [{"agent": "down", "error_type": "logic", "root_cause": "summary ok", '
-        '"correction": "Keep length", "actions": []}, {"agent": "up", "error_type": "format", "root_cause": '
-        '"date format: strict too low", "correction": "Increase strict", "actions": [{"param": "strict", "op": "increase"}]}]}')
+GOOD = (
+    '{"root_agent": "up", "reflections": [{"agent": "down", "error_type": "logic", "root_cause": "summary ok", '
+    '"correction": "Keep length", "actions": []}, {"agent": "up", "error_type": "format", "root_cause": '
+    '"date format: strict too low", "correction": "Increase strict", '
+    '"actions": [{"param": "strict", "op": "increase"}]}]}'
+)
 
 BAD = {
     "not JSON": (GOOD[:-3], "not JSON"),

@@ -1,4 +1,5 @@
 """ReflectorWorker on a logical GPU of a machine without one: it still runs, on CPU."""
+
 from __future__ import annotations
 
 import pytest
@@ -18,7 +19,9 @@ def ray_gpu():
 
 def test_worker_on_logical_gpu_runs_on_cpu(ray_gpu, incident):
     inc, registry = incident
-    pool = WorkerPool(registry, config={"num_gpus": 0.5, "num_cpus": 1, "threads": 1}, prompt=PromptConfig(max_tokens=2))
+    pool = WorkerPool(
+        registry, config={"num_gpus": 0.5, "num_cpus": 1, "threads": 1}, prompt=PromptConfig(max_tokens=2)
+    )
     try:
         assert ray_gpu.get_actor(worker_name(0), namespace="rrsi") is not None
         assert pool.devices() == ["cpu"]
@@ -47,15 +50,37 @@ def test_hub_serves_the_lm_from_reflector_actors_on_a_logical_gpu(ray_gpu, tmp_p
 
     model, tokenizer = lm
     adapter = tmp_path / "adapter"
-    get_peft_model(copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])).save_pretrained(adapter)
+    get_peft_model(
+        copy.deepcopy(model), LoraConfig(r=2, lora_alpha=4, target_modules=["q_proj", "v_proj"])
+    ).save_pretrained(adapter)
     tokenizer.save_pretrained(adapter)
-    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "lm", "lm_adapter": str(adapter), "lm_workers": 1,
-                                                     "lm_num_gpus": 0.5, "validation": "none", "attribution": "most_upstream"})
+    hub = ReflectionHub(
+        str(tmp_path / "h.sqlite"),
+        {
+            "reflector": "lm",
+            "lm_adapter": str(adapter),
+            "lm_workers": 1,
+            "lm_num_gpus": 0.5,
+            "validation": "none",
+            "attribution": "most_upstream",
+        },
+    )
     hub.register_agent(UP)
     hub.register_agent(DOWN)
     now = time.time()
-    hub.ingest([step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001",
-                     scratchpad="strict=0.2 looked too low on the date format", ts=now) for i in range(6)])
+    hub.ingest(
+        [
+            step(
+                trace=f"t{i}",
+                step_id="up",
+                agent="up",
+                error_code="UP_FAIL_001",
+                scratchpad="strict=0.2 looked too low on the date format",
+                ts=now,
+            )
+            for i in range(6)
+        ]
+    )
     try:
         [incident] = hub.analyze().model_dump()["incidents"]
         assert isinstance(hub.reflectors.lm, WorkerPool) and hub.reflectors.lm.devices() == ["cpu"]
