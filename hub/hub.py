@@ -1,49 +1,43 @@
-"""The ReflectionHub: a thin Ray actor facade over the hub's parts.
+"""The ReflectionHub: a thin Ray actor facade over the hub's parts, one module each.
 
-Hosted as one named Ray actor (``rrsi-hub`` in namespace ``rrsi``). The parts, each with its
-own module: the :class:`~rrsi.hub.directory.AgentDirectory` (registered agents), the
-:class:`~rrsi.hub.ingest.Ingestor` (records in), the
-:class:`~rrsi.hub.incident_pipeline.IncidentPipeline` (attribute → reflect → plan → gate),
-the :class:`~rrsi.hub.lifecycle.PlanLifecycle` (validation, approval, promotion, rollback)
-and the :class:`~rrsi.hub.analysis_loop.AnalysisLoop`. Everything the hub decides is
-persisted in its :class:`~rrsi.store.Store` before it takes effect, so a restarted hub or
-harness resumes from the store. One lock serialises actor calls and the loop's passes.
+The :class:`~rrsi.hub.directory.AgentDirectory` (registered agents), the :class:`~rrsi.hub.ingest.Ingestor`
+(records in), the :class:`~rrsi.hub.incident_pipeline.IncidentPipeline` (attribute → reflect → plan → gate),
+the :class:`~rrsi.hub.lifecycle.PlanLifecycle` (validation, approval, promotion, rollback), the
+:class:`~rrsi.hub.analysis_pass.AnalysisPass` and the :class:`~rrsi.hub.analysis_loop.AnalysisLoop`. Hosted
+as one named Ray actor (``rrsi-hub`` in namespace ``rrsi``); everything it decides is persisted in its
+:class:`~rrsi.store.Store` before it takes effect, so a restarted hub or harness resumes from the store.
+One lock serialises actor calls and the loop's passes.
 """
 
 from __future__ import annotations
 
 import functools
-import logging
 import threading
-import time
 from typing import Any
 
 import ray
 
 from rrsi.agents.harness import node_resources
 from rrsi.config import HubConfig
-from rrsi.errors import SchemaError
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.analysis_loop import AnalysisLoop
+from rrsi.hub.analysis_pass import AnalysisPass
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
-from rrsi.hub.incident_pipeline import IncidentPipeline, record
-from rrsi.hub.incidents import group_traces
+from rrsi.hub.incident_pipeline import IncidentPipeline
 from rrsi.hub.ingest import Ingestor
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
-from rrsi.hub.views import incident_list, incident_view
-from rrsi.schema import AgentSpec, StepRecord, Trace, validate
-from rrsi.store import SAMPLE_STATES, Store
+from rrsi.hub.views import incident_list, incident_view, sample_rows
+from rrsi.schema import AgentSpec, StepRecord, validate
+from rrsi.store import Store
 
 __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_hub"]
 
 HUB_NAME = "rrsi-hub"
 NAMESPACE = "rrsi"
-RECONCILE_EVERY_S = 60.0
-log = logging.getLogger(__name__)  # live harnesses are brought to the store's params on the first pass, then this often
 
 
 def locked(method):
@@ -82,14 +76,10 @@ class ReflectionHub:
         self.pipeline = IncidentPipeline(
             self.store, self.config, self.directory, self.reflectors, gate, self.lifecycle, self.metrics
         )
+        parts = (self.store, self.directory, self.intake, self.lifecycle, self.pipeline, self.reflectors, self.metrics)
+        self._pass = AnalysisPass(self.config, *parts)
         self._lock = threading.RLock()
         self._loop: AnalysisLoop | None = None
-        self._reconciled_at: float | None = None
-
-    @property
-    def registry(self):
-        """The error codes of the registered agents."""
-        return self.directory.codes
 
     @property
     def pending(self) -> set[str]:
@@ -130,38 +120,7 @@ class ReflectionHub:
     @locked
     def analyze(self) -> AnalysisReport:
         """One pass of the loop: settle approvals and canaries, then turn pending failures into incidents."""
-        report = AnalysisReport(attribution_model=self.config.attribution)
-        now = time.monotonic()
-        if self._reconciled_at is None or now - self._reconciled_at >= RECONCILE_EVERY_S:
-            self.lifecycle.reconcile(self.directory.specs)
-            self._reconciled_at = now
-        record(report, self.metrics, *self.lifecycle.review_approved(), *self.lifecycle.review_canaries())
-        by_trace: dict[str, list[StepRecord]] = {}
-        for r in self.store.records(self.intake.take_pending()):
-            by_trace.setdefault(r.trace_id, []).append(r)
-        traces = [Trace.from_steps(steps, partial=True) for steps in by_trace.values()]
-        for t in traces:
-            self.directory.graph.learn(t)
-        for group in group_traces(traces, self.directory.graph, self.config.incident_window_s):
-            self._run_group(group, report)
-        report.retraining, swapped = self.reflectors.retrain()
-        report.retrained = None if swapped is None else str(swapped)
-        self.metrics.analysed()
-        return report
-
-    def _run_group(self, group: list[Trace], report: AnalysisReport) -> None:
-        """One incident through the pipeline; a failure is logged and its traces retried on later passes."""
-        ids = [t.trace_id for t in group]
-        try:
-            self.pipeline.run(group, report)
-        except Exception as exc:  # one bad incident must not stop the pass, nor lose its traces
-            reason = f"{type(exc).__name__}: {exc}"
-            parked = self.intake.retry(ids, reason)
-            log.exception("analysis of traces %s failed; %s", ids[:5], "parked" if parked else "retried next pass")
-            report.errors.append(f"traces {ids[:5]}{'…' if len(ids) > 5 else ''}: {reason}")
-            self.metrics.loop_error("incident")
-        else:
-            self.intake.done(ids)
+        return self._pass.run()
 
     @locked
     def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
@@ -188,9 +147,7 @@ class ReflectionHub:
 
     def samples(self, state: str = "ready") -> list[dict]:
         """The LM Reflector's retraining samples in ``state``, as rows of the user JSONL format."""
-        if state not in SAMPLE_STATES:
-            raise SchemaError(f"state: expected one of {list(SAMPLE_STATES)}, got {state!r}")
-        return [row for _, row in self.store.samples(state)]
+        return sample_rows(self.store, state)
 
     def start_loop(self, interval_s: float = 10.0) -> bool:
         """Analyse every ``interval_s`` seconds in a background thread; False if already running."""
@@ -229,12 +186,9 @@ HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(Reflection
 
 def get_or_create_hub(store_path: str, config: HubConfig | dict | None = None, detached: bool = False):
     """The named hub actor, created with these arguments unless it already exists."""
-    options: dict[str, Any] = {
-        "name": HUB_NAME,
-        "namespace": NAMESPACE,
-        "get_if_exists": True,
-        "resources": node_resources("hub"),
-    }
+    options: dict[str, Any] = dict(
+        name=HUB_NAME, namespace=NAMESPACE, get_if_exists=True, resources=node_resources("hub")
+    )
     if detached:
         options["lifetime"] = "detached"
     cfg = validate(HubConfig, config or {}, where="config").model_dump()

@@ -1,11 +1,11 @@
-"""Read views of the hub's store: the incidents list and the cross-agent view of one incident."""
+"""Read views of the hub's store: the incidents list, the cross-agent view of one incident, retraining samples."""
 
 from __future__ import annotations
 
-from rrsi.errors import UnknownIncident
-from rrsi.store import Store
+from rrsi.errors import SchemaError, UnknownIncident
+from rrsi.store import SAMPLE_STATES, Store
 
-__all__ = ["incident_list", "incident_view"]
+__all__ = ["incident_list", "incident_view", "sample_rows"]
 
 
 def incident_list(store: Store, limit: int = 50) -> list[dict]:
@@ -40,3 +40,11 @@ def incident_view(store: Store, incident_id: str) -> dict:
         "reflection": reflection.model_dump() if reflection else None,
         "plans": [p.model_dump() for p in store.plans() if p.incident_id == incident_id],
     }
+
+
+def sample_rows(store: Store, state: str = "ready") -> list[dict]:
+    """The LM Reflector's retraining samples in ``state``, as rows of the user JSONL format
+    (``rrsi train-reflector --data`` trains on them)."""
+    if state not in SAMPLE_STATES:
+        raise SchemaError(f"state: expected one of {list(SAMPLE_STATES)}, got {state!r}")
+    return [row for _, row in store.samples(state)]

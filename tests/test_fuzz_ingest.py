@@ -451,7 +451,8 @@ def scenario_dicts(draw) -> dict:
     for agent in data["agents"]:
         agent["base_error"] = draw(st.floats(0, 0.95))
         for p in agent["params"]:
-            p["init"] = draw(st.floats(p["low"], p["high"]))
+            whole = p.get("kind") == "int"  # an int param's init is a whole number (ParamSpec refuses others)
+            p["init"] = draw(st.integers(p["low"], p["high"]) if whole else st.floats(p["low"], p["high"]))
     return data
 
 

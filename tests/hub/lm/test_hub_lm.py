@@ -20,7 +20,7 @@ def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
     hub.register_agent(DOWN)
     model, tokenizer = lm
     hub.reflectors.lm = LMReflector(
-        hub.registry, model=model, tokenizer=tokenizer
+        hub.directory.codes, model=model, tokenizer=tokenizer
     )  # the untrained base model: decoding stays valid
     now = time.time()
     for i in range(12):

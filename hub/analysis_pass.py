@@ -1,0 +1,91 @@
+"""One pass of the hub's loop, the body of :meth:`ReflectionHub.analyze`.
+
+In order: bring live harnesses to the store's params (on the first pass, then every
+``RECONCILE_EVERY_S``); act on human approvals and on canaries; take the failing traces
+waiting since the last pass, group them into incidents and run each through the incident
+pipeline; label and retrain the LM Reflector when due. An incident whose pipeline raises is
+logged and counted, and its traces are queued again (then parked; :mod:`rrsi.hub.ingest`),
+so one bad incident neither stops the pass nor loses its traces.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+from rrsi.config import HubConfig
+from rrsi.hub.analysis import AnalysisReport
+from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.incident_pipeline import IncidentPipeline, record
+from rrsi.hub.incidents import group_traces
+from rrsi.hub.ingest import Ingestor
+from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.reflectors import Reflectors
+from rrsi.schema import StepRecord, Trace
+from rrsi.store import Store
+
+__all__ = ["AnalysisPass", "RECONCILE_EVERY_S"]
+
+log = logging.getLogger(__name__)
+
+RECONCILE_EVERY_S = 60.0
+
+
+class AnalysisPass:
+    """Runs analysis passes over the hub's parts (all given, none owned)."""
+
+    def __init__(
+        self,
+        config: HubConfig,
+        store: Store,
+        directory: AgentDirectory,
+        intake: Ingestor,
+        lifecycle: PlanLifecycle,
+        pipeline: IncidentPipeline,
+        reflectors: Reflectors,
+        metrics: HubMetrics,
+    ) -> None:
+        self.config, self.store, self.directory, self.intake = config, store, directory, intake
+        self.lifecycle, self.pipeline, self.reflectors, self.metrics = lifecycle, pipeline, reflectors, metrics
+        self._reconciled_at: float | None = None
+
+    def run(self) -> AnalysisReport:
+        """One pass; returns what it did."""
+        report = AnalysisReport(attribution_model=self.config.attribution)
+        now = time.monotonic()
+        if self._reconciled_at is None or now - self._reconciled_at >= RECONCILE_EVERY_S:
+            self.lifecycle.reconcile(self.directory.specs)
+            self._reconciled_at = now
+        record(report, self.metrics, *self.lifecycle.review_approved(), *self.lifecycle.review_canaries())
+        traces = self._pending_traces()
+        for group in group_traces(traces, self.directory.graph, self.config.incident_window_s):
+            self._run_group(group, report)
+        report.retraining, swapped = self.reflectors.retrain()
+        report.retrained = None if swapped is None else str(swapped)
+        self.metrics.analysed()
+        return report
+
+    def _pending_traces(self) -> list[Trace]:
+        """The failing traces waiting for analysis, their links learned into the dependency graph."""
+        by_trace: dict[str, list[StepRecord]] = {}
+        for r in self.store.records(self.intake.take_pending()):
+            by_trace.setdefault(r.trace_id, []).append(r)
+        traces = [Trace.from_steps(steps, partial=True) for steps in by_trace.values()]
+        for t in traces:
+            self.directory.graph.learn(t)
+        return traces
+
+    def _run_group(self, group: list[Trace], report: AnalysisReport) -> None:
+        """One incident through the pipeline; a failure is logged and its traces retried on later passes."""
+        ids = [t.trace_id for t in group]
+        try:
+            self.pipeline.run(group, report)
+        except Exception as exc:  # one bad incident must not stop the pass, nor lose its traces
+            reason = f"{type(exc).__name__}: {exc}"
+            parked = self.intake.retry(ids, reason)
+            log.exception("analysis of traces %s failed; %s", ids[:5], "parked" if parked else "retried next pass")
+            report.errors.append(f"traces {ids[:5]}{'…' if len(ids) > 5 else ''}: {reason}")
+            self.metrics.loop_error("incident")
+        else:
+            self.intake.done(ids)
