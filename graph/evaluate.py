@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from rrsi.errors import UserError
+from rrsi.graph.attribution import AttributionModel
 from rrsi.graph.embedding import Embedder, default_embedder
 from rrsi.graph.gnn import GNNConfig
 from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
@@ -138,6 +139,23 @@ def whowhen_baselines(train: Sequence[WhoWhenLog], seed: int) -> dict[str, Calla
     }
 
 
+def _score_fold(
+    scores: dict[str, MethodScores],
+    model: AttributionModel,
+    train: Sequence[WhoWhenLog],
+    test: Sequence[WhoWhenLog],
+    seed: int,
+) -> None:
+    """Add one fold to ``scores``: the GNN ``model`` (trained on ``train``) and every baseline, on ``test``."""
+    attributions = model.attribute([log.trace for log in test])
+    preds = [
+        Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)
+    ]
+    scores.setdefault("gnn", MethodScores()).add(test, preds)
+    for name, method in whowhen_baselines(train, seed).items():
+        scores.setdefault(name, MethodScores()).add(test, [method(log) for log in test])
+
+
 def evaluate_whowhen(
     directory: str | Path,
     folds: int = 5,
@@ -164,13 +182,7 @@ def evaluate_whowhen(
         train = [log for i, log in enumerate(logs) if i not in test_set]
         test = [logs[i] for i in test_idx]
         model = fit(from_whowhen(train), gnn_config, train_config or TrainConfig(seed=seed), embedder)
-        attributions = model.attribute([log.trace for log in test])
-        preds = [
-            Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)
-        ]
-        scores.setdefault("gnn", MethodScores()).add(test, preds)
-        for name, method in whowhen_baselines(train, seed).items():
-            scores.setdefault(name, MethodScores()).add(test, [method(log) for log in test])
+        _score_fold(scores, model, train, test, seed)
         if on_fold is not None:
             on_fold(k)
     return {

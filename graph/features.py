@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rrsi.schema import ERROR_TYPES, Trace
+from rrsi.schema import ERROR_TYPES, StepRecord, Trace
 
 __all__ = ["STEP_FEATURES", "AGENT_FEATURES", "TraceFeatures", "trace_features", "own_failure_rates"]
 
@@ -144,6 +144,163 @@ def _structure(trace: Trace) -> tuple[list[int], list[bool], list[bool], list[in
     return depth, tainted, failing_child, children
 
 
+@dataclass
+class _StepContext:
+    """What the rows of one trace's steps read: its structure, authorship, timing and lookups."""
+
+    steps: list[StepRecord]
+    history: Mapping[str, float]
+    error_types: Mapping[str, str]
+    depth: list[int]
+    max_depth: int
+    tainted: list[bool]
+    failing_child: list[bool]
+    children: list[int]
+    own: dict[str, list[int]]
+    step_index: dict[str, int]
+    failed: list[bool]
+    time_rank: np.ndarray
+    first_caller: int
+    sim: np.ndarray
+    n_agents: int
+
+    @property
+    def n(self) -> int:
+        return len(self.steps)
+
+    @property
+    def denom(self) -> int:
+        return max(self.n - 1, 1)
+
+
+def _step_context(
+    trace: Trace, history: Mapping[str, float], error_types: Mapping[str, str], similarity: np.ndarray | None
+) -> _StepContext:
+    """Precompute, once per trace, everything the per-step rows look up."""
+    steps = trace.steps
+    depth, tainted, failing_child, children = _structure(trace)
+    agents = list(dict.fromkeys(s.agent for s in steps))
+    own: dict[str, list[int]] = {a: [] for a in agents}
+    for i, s in enumerate(steps):
+        own[s.agent].append(i)
+    return _StepContext(
+        steps=steps,
+        history=history,
+        error_types=error_types,
+        depth=depth,
+        max_depth=max(depth) or 1,
+        tainted=tainted,
+        failing_child=failing_child,
+        children=children,
+        own=own,
+        step_index={s.step_id: i for i, s in enumerate(steps)},
+        failed=[s.error_code is not None for s in steps],
+        time_rank=np.argsort(np.argsort([s.timestamp for s in steps], kind="stable"), kind="stable"),
+        first_caller=next((i for i, s in enumerate(steps) if s.tool_calls > 0), -1),
+        sim=similarity if similarity is not None else np.zeros(len(steps)),
+        n_agents=len(agents),
+    )
+
+
+def _failure_cells(ctx: _StepContext, i: int, parents: list[int]) -> tuple[float, ...]:
+    """``failed`` … ``failing_child``: the step's failure and how it sits among other failures."""
+    failed = ctx.failed
+    return (
+        float(failed[i]),
+        sum(failed[p] for p in parents) / len(parents) if parents else 0.0,
+        float(ctx.tainted[i]),
+        float(failed[i] and not ctx.tainted[i]),
+        float(ctx.failing_child[i]),
+    )
+
+
+def _position_cells(ctx: _StepContext, i: int, parents: list[int]) -> tuple[float, ...]:
+    """``rel_index`` … ``agent_last``: place in the trace, in the graph and among the agent's steps."""
+    n, mine = ctx.n, ctx.own[ctx.steps[i].agent]
+    k = mine.index(i)
+    return (
+        i / ctx.denom,
+        float(i == 0),
+        float(i == n - 1),
+        math.log1p(i) / 3,
+        ctx.depth[i] / ctx.max_depth,
+        min(len(parents), 3) / 3,
+        min(ctx.children[i], 3) / 3,
+        k / max(len(mine) - 1, 1),
+        float(k == 0),
+        float(k == len(mine) - 1),
+    )
+
+
+def _activity_cells(ctx: _StepContext, i: int) -> tuple[float, ...]:
+    """``log_time`` … ``log_chars``: timing, tool use and output size."""
+    steps, s = ctx.steps, ctx.steps[i]
+    agent_calls = [j for j in ctx.own[s.agent] if steps[j].tool_calls > 0]
+    return (
+        math.log1p(s.execution_time),
+        float(ctx.time_rank[i]) / ctx.denom,
+        float(s.tool_calls > 0),
+        math.log1p(s.tool_calls),
+        float(bool(s.tools) and s.tool_calls == 0),
+        float(i == ctx.first_caller),
+        float(bool(agent_calls) and agent_calls[0] == i),
+        math.log1p(s.output.chars) / 10,
+    )
+
+
+def _context_cells(ctx: _StepContext, i: int) -> tuple[float, ...]:
+    """``history_rate`` … ``log_steps``: agent history, error type, task similarity, neighbours, sizes."""
+    steps, s, n = ctx.steps, ctx.steps[i], ctx.n
+    etype = ctx.error_types.get(s.error_code) if ctx.failed[i] else None
+    return (
+        ctx.history.get(s.agent, 0.0),
+        float(s.agent in ctx.history),
+        *(float(etype == t) for t in ERROR_TYPES),
+        float(ctx.failed[i] and etype not in ERROR_TYPES),
+        float(ctx.sim[i]),
+        float(i + 1 < n and bool(steps[i + 1].tools)),
+        float(i > 0 and bool(steps[i - 1].tools)),
+        len(ctx.own[s.agent]) / n,
+        math.log1p(ctx.n_agents) / 3,
+        math.log1p(n) / 3,
+    )
+
+
+def _step_rows(ctx: _StepContext) -> np.ndarray:
+    """``[S, len(STEP_FEATURES)]``: one row per step, cells in :data:`STEP_FEATURES` order."""
+    rows = []
+    for i, s in enumerate(ctx.steps):
+        parents = [ctx.step_index[p] for p in s.parents]
+        rows.append(
+            (
+                *_failure_cells(ctx, i, parents),
+                *_position_cells(ctx, i, parents),
+                *_activity_cells(ctx, i),
+                *_context_cells(ctx, i),
+            )
+        )
+    return np.asarray(rows, dtype=np.float32)
+
+
+def _edges(steps: list[StepRecord], step_index: dict[str, int], author: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``[2, E]`` parent → child step edges, and the distinct upstream → downstream agent edges they imply."""
+    parent_edges = (
+        np.array([(step_index[p], i) for i, s in enumerate(steps) for p in s.parents], dtype=np.int64).reshape(-1, 2).T
+    )
+    agent_pairs = sorted({(author[u], author[v]) for u, v in parent_edges.T if author[u] != author[v]})
+    agent_edges = np.array(agent_pairs, dtype=np.int64).reshape(-1, 2).T
+    return parent_edges, agent_edges
+
+
+def _candidates(step_x: np.ndarray, author: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate root steps (the failed ones; all of them if none failed) and their agents."""
+    failed = step_x[:, 0] > 0
+    step_cand = failed if failed.any() else np.ones(len(step_x), dtype=bool)
+    agent_cand = np.zeros(n_agents, dtype=bool)
+    agent_cand[author[step_cand]] = True
+    return step_cand, agent_cand
+
+
 def trace_features(
     trace: Trace,
     history: Mapping[str, float] | None = None,
@@ -159,79 +316,27 @@ def trace_features(
         similarity: ``[S]`` cosine similarity of each step's text to the task text.
     """
     steps, n = trace.steps, len(trace.steps)
-    history, error_types = history or {}, error_types or {}
-    depth, tainted, failing_child, children = _structure(trace)
-    max_depth = max(depth) or 1
-    agents = list(dict.fromkeys(s.agent for s in steps))
+    history = history or {}
+    ctx = _step_context(trace, history, error_types or {}, similarity)
+    step_x = _step_rows(ctx)
+    agents = list(ctx.own)
     agent_index = {a: k for k, a in enumerate(agents)}
-    own: dict[str, list[int]] = {a: [] for a in agents}
-    for i, s in enumerate(steps):
-        own[s.agent].append(i)
-    time_rank = np.argsort(np.argsort([s.timestamp for s in steps], kind="stable"), kind="stable")
-    first_caller = next((i for i, s in enumerate(steps) if s.tool_calls > 0), -1)
-    sim = similarity if similarity is not None else np.zeros(n)
-    denom, log_agents, log_steps = max(n - 1, 1), math.log1p(len(agents)) / 3, math.log1p(n) / 3
-    step_index = {s.step_id: i for i, s in enumerate(steps)}
-    failed = [s.error_code is not None for s in steps]
-    rows = []
-    for i, s in enumerate(steps):
-        mine = own[s.agent]
-        k = mine.index(i)
-        parents = [step_index[p] for p in s.parents]
-        etype = error_types.get(s.error_code) if failed[i] else None
-        agent_calls = [j for j in mine if steps[j].tool_calls > 0]
-        rows.append(
-            (
-                float(failed[i]),
-                sum(failed[p] for p in parents) / len(parents) if parents else 0.0,
-                float(tainted[i]),
-                float(failed[i] and not tainted[i]),
-                float(failing_child[i]),
-                i / denom,
-                float(i == 0),
-                float(i == n - 1),
-                math.log1p(i) / 3,
-                depth[i] / max_depth,
-                min(len(parents), 3) / 3,
-                min(children[i], 3) / 3,
-                k / max(len(mine) - 1, 1),
-                float(k == 0),
-                float(k == len(mine) - 1),
-                math.log1p(s.execution_time),
-                float(time_rank[i]) / denom,
-                float(s.tool_calls > 0),
-                math.log1p(s.tool_calls),
-                float(bool(s.tools) and s.tool_calls == 0),
-                float(i == first_caller),
-                float(bool(agent_calls) and agent_calls[0] == i),
-                math.log1p(s.output.chars) / 10,
-                history.get(s.agent, 0.0),
-                float(s.agent in history),
-                *(float(etype == t) for t in ERROR_TYPES),
-                float(failed[i] and etype not in ERROR_TYPES),
-                float(sim[i]),
-                float(i + 1 < n and bool(steps[i + 1].tools)),
-                float(i > 0 and bool(steps[i - 1].tools)),
-                len(mine) / n,
-                log_agents,
-                log_steps,
-            )
-        )
-    step_x = np.asarray(rows, dtype=np.float32)
     author = np.fromiter((agent_index[s.agent] for s in steps), dtype=np.int64, count=n)
-    parent_edges = (
-        np.array([(step_index[p], i) for i, s in enumerate(steps) for p in s.parents], dtype=np.int64).reshape(-1, 2).T
-    )
-    agent_pairs = sorted({(author[u], author[v]) for u, v in parent_edges.T if author[u] != author[v]})
-    agent_edges = np.array(agent_pairs, dtype=np.int64).reshape(-1, 2).T
-    agent_x = _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author, n)
-    failed = step_x[:, 0] > 0
-    step_cand = failed if failed.any() else np.ones(n, dtype=bool)
-    agent_cand = np.zeros(len(agents), dtype=bool)
-    agent_cand[author[step_cand]] = True
+    parent_edges, agent_edges = _edges(steps, ctx.step_index, author)
+    agent_x = _agent_rows(agents, ctx.own, step_x, agent_edges, history, ctx.first_caller, author, n)
+    step_cand, agent_cand = _candidates(step_x, author, len(agents))
     return TraceFeatures(
         [s.step_id for s in steps], agents, step_x, agent_x, parent_edges, agent_edges, author, step_cand, agent_cand
     )
+
+
+def _flow_flags(agent_edges: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per agent: whether some other agent feeds it (upstream), and whether it feeds one (downstream)."""
+    has_up = np.zeros(n_agents, dtype=np.float32)
+    has_down = np.zeros(n_agents, dtype=np.float32)
+    has_up[agent_edges[1]] = 1.0
+    has_down[agent_edges[0]] = 1.0
+    return has_up, has_down
 
 
 def _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author, n) -> np.ndarray:
@@ -242,10 +347,7 @@ def _agent_rows(agents, own, step_x, agent_edges, history, first_caller, author,
     counts = member.sum(1)
     sums = member @ step_x
     mean = sums / counts[:, None]
-    has_up = np.zeros(len(agents), dtype=np.float32)
-    has_down = np.zeros(len(agents), dtype=np.float32)
-    has_up[agent_edges[1]] = 1.0
-    has_down[agent_edges[0]] = 1.0
+    has_up, has_down = _flow_flags(agent_edges, len(agents))
     denom = max(n - 1, 1)
     first = np.array([own[a][0] for a in agents], dtype=np.float32)
     last = np.array([own[a][-1] for a in agents], dtype=np.float32)

@@ -99,6 +99,24 @@ def _loss(gnn: AttributionGNN, batch: IncidentBatch, step_weight: float) -> torc
     return agent + step_weight * step
 
 
+def _optimize(
+    gnn: AttributionGNN,
+    batch: IncidentBatch,
+    train_config: TrainConfig,
+    on_epoch: Callable[[int, float], None] | None,
+) -> None:
+    """Full-batch Adam on ``batch`` for ``train_config.epochs`` steps, in place on ``gnn``."""
+    opt = torch.optim.Adam(gnn.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay)
+    gnn.train()
+    for epoch in range(train_config.epochs):
+        opt.zero_grad()
+        loss = _loss(gnn, batch, train_config.step_weight)
+        loss.backward()
+        opt.step()
+        if on_epoch is not None:
+            on_epoch(epoch, loss.item())
+
+
 def fit(
     examples: Sequence[Example],
     gnn_config: GNNConfig | None = None,
@@ -130,13 +148,5 @@ def fit(
         [(set(e.root_agents), set(e.root_steps)) for e in examples],
     )
     gnn = AttributionGNN(gnn_config)
-    opt = torch.optim.Adam(gnn.parameters(), lr=train_config.lr, weight_decay=train_config.weight_decay)
-    gnn.train()
-    for epoch in range(train_config.epochs):
-        opt.zero_grad()
-        loss = _loss(gnn, batch, train_config.step_weight)
-        loss.backward()
-        opt.step()
-        if on_epoch is not None:
-            on_epoch(epoch, loss.item())
+    _optimize(gnn, batch, train_config, on_epoch)
     return AttributionModel(gnn.eval(), error_types, embedder=embedder)

@@ -77,15 +77,7 @@ class Pipeline:
             raise SchemaError(f"trace_ids: {len(trace_ids) - len(done)} repeated; each trace needs its own id")
         for level in self.levels:
             tasks = {a: [self._task(a, t, out, task_id, payload, output_of) for t, out in done.items()] for a in level}
-            outcomes = run_level(tasks)
-            for agent in level:
-                got = outcomes.get(agent, ())
-                if len(got) != len(done):
-                    raise SchemaError(
-                        f"run_level: {len(got)} outcomes for agent {agent!r}, expected one per task ({len(done)})"
-                    )
-                for out, outcome in zip(done.values(), got):
-                    out[agent] = outcome
+            _record_level(level, run_level(tasks), done)
         return {t: {a: out[a] for a in self.order} for t, out in done.items()}
 
     def run_trace(
@@ -126,3 +118,19 @@ class Pipeline:
             parents=list(deps),
             step_id=agent,
         )
+
+
+def _record_level(level: list[str], outcomes: Mapping[str, Sequence[Any]], done: dict[str, dict[str, Any]]) -> None:
+    """File each agent's outcomes of ``level`` under their traces in ``done`` (both in trace order).
+
+    Raises:
+        SchemaError: ``outcomes`` leaves out an agent of ``level`` or holds a wrong number for one.
+    """
+    for agent in level:
+        got = outcomes.get(agent, ())
+        if len(got) != len(done):
+            raise SchemaError(
+                f"run_level: {len(got)} outcomes for agent {agent!r}, expected one per task ({len(done)})"
+            )
+        for out, outcome in zip(done.values(), got):
+            out[agent] = outcome

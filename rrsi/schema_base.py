@@ -1,0 +1,39 @@
+"""The base of every schema model: strict pydantic config, :func:`validate`, shared literals.
+
+Every model forbids unknown keys and rejects NaN/inf. ``validate`` wraps pydantic's
+errors into :class:`rrsi.errors.SchemaError` with one ``field: reason (got value)`` line
+per problem, so a caller never sees a foreign exception.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rrsi.errors import SchemaError, pydantic_message
+
+__all__ = ["ERROR_TYPES", "NAME_PATTERN", "ErrorType", "Risk", "validate"]
+
+ErrorType = Literal["factuality", "logic", "format", "tool_usage", "safety"]
+ERROR_TYPES: tuple[str, ...] = ("factuality", "logic", "format", "tool_usage", "safety")
+Risk = Literal["low", "medium", "high"]
+NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False, validate_assignment=False)
+
+
+def validate(model: type[M], data: Any, *, context: dict | None = None, where: str = "") -> M:
+    """Validate ``data`` as ``model``; raise :class:`SchemaError` naming each bad field."""
+    try:
+        if isinstance(data, model) and context is None:
+            return data
+        if isinstance(data, BaseModel):
+            data = data.model_dump()
+        return model.model_validate(data, context=context)
+    except ValidationError as exc:
+        raise SchemaError(f"invalid {model.__name__}: {pydantic_message(exc, where)}") from None
