@@ -22,7 +22,8 @@ from rich.table import Table
 from rrsi.cli import lazy
 from rrsi.cli.options import add_address, add_num_cpus, add_store, console, existing_store, init_ray, positive_int
 from rrsi.config import HubConfig
-from rrsi.errors import UserError
+from rrsi.errors import StoreOwned, UserError
+from rrsi.ownership import describe_owner, store_owner
 from rrsi.schema import validate
 from rrsi.store import SAMPLE_STATES
 
@@ -43,12 +44,20 @@ HubCall = Callable[..., Any]
 
 
 def _hub_for(args: argparse.Namespace) -> HubCall:
-    """``call(method, *args)`` on the running hub actor (``--address``), else on an in-process hub on ``--store``."""
-    if args.address:
-        init_ray(args.address)
-        handle = lazy.ray.get_actor(lazy.hub.HUB_NAME, namespace=lazy.hub.NAMESPACE)
+    """``call(method, *args)`` on the running hub actor: the one at ``--address``, else the live hub that
+    owns ``--store``; an in-process hub on ``--store`` when no hub is running."""
+    address, namespace = args.address, lazy.hub.NAMESPACE
+    if not address:
+        owner = store_owner(existing_store(args))
+        if owner is not None and not owner.get("ray_address"):
+            raise StoreOwned(f"--store: {args.store} is owned by a live hub outside Ray ({describe_owner(owner)})")
+        if owner is not None:
+            address, namespace = owner["ray_address"], owner.get("namespace") or namespace
+    if address:
+        init_ray(address)
+        handle = lazy.ray.get_actor(lazy.hub.HUB_NAME, namespace=namespace)
         return lambda method, *a: lazy.ray.get(getattr(handle, method).remote(*a))
-    hub = lazy.hub.ReflectionHub(str(existing_store(args)))
+    hub = lazy.hub.ReflectionHub(str(args.store))
     return lambda method, *a: getattr(hub, method)(*a)
 
 
@@ -81,6 +90,9 @@ def run_hub_start(args: argparse.Namespace) -> int:
         )
     config = _start_config(args)
     init_ray(args.address, args.num_cpus)
+    owner = store_owner(args.store)
+    if owner is not None and owner.get("ray_address") != lazy.ray.get_runtime_context().gcs_address:
+        raise StoreOwned(f"--store: {args.store} is owned by another live hub ({describe_owner(owner)})")
     hub = lazy.hub.get_or_create_hub(str(args.store), config, detached=args.detached)
     lazy.ray.get(hub.start_loop.remote(args.interval))
     console.print(

@@ -95,7 +95,10 @@ def add_address(parser: argparse.ArgumentParser, without: str) -> None:
 
 
 def init_ray(address: str | None, num_cpus: int | None = None) -> None:
-    """Join the cluster at ``address``, or start Ray here on ``num_cpus`` CPUs (default: all)."""
+    """Join the cluster at ``address``, or start Ray here on ``num_cpus`` CPUs (default: all); a process
+    already connected to Ray (the caller's own driver) stays on its cluster."""
+    if lazy.ray.is_initialized():
+        return
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     kwargs = {"namespace": lazy.hub.NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
     if address:

@@ -6,6 +6,7 @@ next pass: a hub left running for weeks must not stop analysing because one pass
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -13,9 +14,20 @@ from collections.abc import Callable
 
 from rrsi.errors import SchemaError
 
-__all__ = ["AnalysisLoop"]
+__all__ = ["AnalysisLoop", "locked"]
 
 log = logging.getLogger(__name__)
+
+
+def locked(method):
+    """Run a method under the hub's lock: the analysis loop thread and actor calls take turns."""
+
+    @functools.wraps(method)
+    def wrapper(self, *args, **kwargs):
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class AnalysisLoop:

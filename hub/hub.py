@@ -11,7 +11,6 @@ One lock serialises actor calls and the loop's passes.
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any
 
@@ -20,7 +19,7 @@ import ray
 from rrsi.agents.harness import node_resources
 from rrsi.config import HubConfig
 from rrsi.hub.analysis import AnalysisReport
-from rrsi.hub.analysis_loop import AnalysisLoop
+from rrsi.hub.analysis_loop import AnalysisLoop, locked
 from rrsi.hub.analysis_pass import AnalysisPass
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
@@ -31,6 +30,7 @@ from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
 from rrsi.hub.views import incident_list, incident_view, sample_rows
+from rrsi.ownership import StoreClaim
 from rrsi.schema import AgentSpec, StepRecord, validate
 from rrsi.store import Store
 
@@ -40,15 +40,10 @@ HUB_NAME = "rrsi-hub"
 NAMESPACE = "rrsi"
 
 
-def locked(method):
-    """Run a method under the hub's lock: the analysis loop thread and actor calls take turns."""
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        with self._lock:
-            return method(self, *args, **kwargs)
-
-    return wrapper
+def _owner_note(namespace: str) -> dict:
+    """Who this hub is, for the store's claim: its Ray address when it runs in a cluster."""
+    address = ray.get_runtime_context().gcs_address if ray.is_initialized() else None
+    return {"ray_address": address, "namespace": namespace, "actor": HUB_NAME if address else None}
 
 
 class ReflectionHub:
@@ -64,6 +59,7 @@ class ReflectionHub:
         self, store_path: str = ":memory:", config: HubConfig | dict | None = None, namespace: str = NAMESPACE
     ):
         self.config = validate(HubConfig, config or {}, where="config")
+        self.claim = None if str(store_path) == ":memory:" else StoreClaim(store_path, _owner_note(namespace))
         self.store = Store(store_path)
         self.metrics = HubMetrics()
         self.directory = AgentDirectory(self.store)
@@ -161,6 +157,13 @@ class ReflectionHub:
         loop, self._loop = self._loop, None
         if loop is not None:
             loop.stop()
+
+    def close(self) -> None:
+        """Stop the loop, give the store up and close it; the hub is unusable afterwards."""
+        self.stop_loop()
+        if self.claim is not None:
+            self.claim.release()
+        self.store.close()
 
     def __ray_shutdown__(self) -> None:
         self.stop_loop()  # the loop's thread must not outlive the actor's Ray connection

@@ -16,6 +16,7 @@ __all__ = [
     "ScenarioError",
     "NotFound",
     "UnknownErrorCode",
+    "StoreOwned",
     "UnknownParam",
     "UnknownAgent",
     "UnknownPlan",
@@ -68,6 +69,10 @@ class UnknownPlan(NotFound):
 
 class UnknownIncident(NotFound):
     """An incident id the store does not hold."""
+
+
+class StoreOwned(UserError):
+    """The store belongs to another live hub: talk to that hub, or stop it first."""
 
 
 class RuntimeFailure(RRSIError):

@@ -142,6 +142,7 @@ def test_balanced_noise_changes_nothing(hub):
 
 
 def test_hub_restores_agents_from_store(hub):
+    hub.close()  # one live hub per store: the restarted hub takes it over
     again = ReflectionHub(hub.store.path)
     assert {a["name"] for a in again.agents()} == {"up", "down"}
     assert "UP_FAIL_001" in {e["code"] for e in again.registry_entries()}

@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
 import time
 
 import numpy as np
 import pytest
 
+from rrsi.errors import StoreOwned
 from rrsi.hub.analysis_loop import AnalysisLoop
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.ingest import MAX_ATTEMPTS
+from rrsi.ownership import store_owner
 from rrsi.store import SCHEMA_VERSION, Store
 from tests.helpers import step
 
@@ -65,8 +71,9 @@ def test_a_failing_incident_is_retried_then_parked_and_the_pass_goes_on(tmp_path
         assert hub.store.incidents() == []  # nothing half-done is stored
         assert hub.pending == ({"n0"} if attempt < MAX_ATTEMPTS else set())
     assert hub.store.parked_trace_ids() == {"n0"}
-    assert ReflectionHub(hub.store.path).pending == set()  # a restarted hub does not pick parked traces up
     assert hub.analyze().errors == []
+    hub.close()
+    assert ReflectionHub(hub.store.path).pending == set()  # a restarted hub does not pick parked traces up
 
 
 def test_the_loop_outlives_any_exception_and_reports_it():
@@ -153,3 +160,26 @@ def test_store_migrates_an_old_file_and_refuses_a_newer_one(tmp_path):
     db.close()
     with pytest.raises(Exception, match="newer than this release"):
         Store(path)
+
+
+def test_one_live_hub_per_store(tmp_path):
+    path = str(tmp_path / "owned.sqlite")
+    first = ReflectionHub(path)
+    assert store_owner(path)["pid"] == os.getpid()
+    with pytest.raises(StoreOwned, match=rf"owned by a live hub \(pid {os.getpid()} on "):
+        ReflectionHub(path)
+    first.close()
+    assert store_owner(path) is None
+    ReflectionHub(path).close()
+
+
+def test_a_killed_owner_leaves_no_claim(tmp_path):
+    path = str(tmp_path / "killed.sqlite")
+    code = (
+        "import os, signal; from rrsi.hub.hub import ReflectionHub; "
+        f"h = ReflectionHub({path!r}); os.kill(os.getpid(), signal.SIGKILL)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True)
+    assert done.returncode == -signal.SIGKILL
+    assert store_owner(path) is None
+    ReflectionHub(path).close()

@@ -108,3 +108,23 @@ def test_killed_harness_and_hub_lose_and_duplicate_nothing(ray_fast_metrics, tmp
         expected = (latest[0], latest[1]) if latest else (0, scenario.agent(name).spec().init_values())
         assert ray.get(handle.get_params.remote()) == expected, name
     run.finish()
+
+
+def test_cli_talks_to_the_live_hub_that_owns_the_store(ray_fast_metrics, tmp_path, capsys):
+    from rrsi.cli.main import main
+    from rrsi.hub.hub import get_or_create_hub
+
+    store = tmp_path / "live.sqlite"
+    hub = get_or_create_hub(str(store), HubConfig())
+    ray.get(hub.start_loop.remote(0.05))
+    assert wait_for(lambda: ray.get(hub.stats.remote())["loop"]["passes"] >= 1)
+    assert main(["hub", "status", "--store", str(store)]) == 0
+    out = capsys.readouterr().out
+    assert '"analysis_loop": true' in out  # the live hub answered, not a second hub opened on its file
+    from rrsi.errors import StoreOwned
+    from rrsi.hub.hub import ReflectionHub
+
+    with pytest.raises(StoreOwned, match="owned by a live hub"):
+        ReflectionHub(str(store))
+    ray.get(hub.stop_loop.remote())
+    ray.kill(hub)
