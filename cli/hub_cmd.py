@@ -32,6 +32,7 @@ __all__ = [
     "run_hub_start",
     "run_hub_status",
     "run_hub_samples",
+    "run_hub_dead_letters",
     "run_agents_list",
     "run_incidents_list",
     "run_incidents_show",
@@ -112,6 +113,18 @@ def run_hub_start(args: argparse.Namespace) -> int:
 
 def run_hub_status(args: argparse.Namespace) -> int:
     _print_json(_hub_for(args)("stats"))
+    return 0
+
+
+def run_hub_dead_letters(args: argparse.Namespace) -> int:
+    letters = _hub_for(args)("dead_letters", args.limit)
+    table = Table(title=f"dead letters (newest first, {len(letters)} shown)")
+    for col in ["when", "agent", "reason", "record"]:
+        table.add_column(col)
+    for d in letters:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(d["ts"]))
+        table.add_row(when, str(d["agent"]), d["reason"], d["body"][:80])
+    console.print(table)
     return 0
 
 
@@ -225,8 +238,13 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
 def _register_hub(subparsers: argparse._SubParsersAction) -> None:
     hub = subparsers.add_parser("hub", help="run or inspect the hub service").add_subparsers(dest="what", required=True)
     _register_start(hub)
-    status = hub.add_parser("status", help="counts of agents, records, incidents, plans")
+    status = hub.add_parser(
+        "status", help="counts of agents, records, incidents, plans, dead letters; the analysis loop's health"
+    )
     _add_hub_source(status, run_hub_status)
+    dead = hub.add_parser("dead-letters", help="records the hub refused or never received, with the reason")
+    dead.add_argument("--limit", type=positive_int, default=20)
+    _add_hub_source(dead, run_hub_dead_letters)
     samples = hub.add_parser(
         "samples", help="the LM Reflector's retraining samples, as user JSONL for train-reflector --data"
     )

@@ -29,7 +29,7 @@ from rrsi.hub.ingest import Ingestor
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
-from rrsi.hub.views import incident_list, incident_view, sample_rows
+from rrsi.hub.views import incident_list, incident_view, sample_rows, store_counts
 from rrsi.ownership import StoreClaim
 from rrsi.schema import AgentSpec, StepRecord, validate
 from rrsi.store import Store
@@ -76,11 +76,6 @@ class ReflectionHub:
         self._pass = AnalysisPass(self.config, *parts)
         self._lock = threading.RLock()
         self._loop: AnalysisLoop | None = None
-
-    @property
-    def pending(self) -> set[str]:
-        """Failing traces that wait for the next analysis pass."""
-        return self.intake.pending
 
     @locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
@@ -169,12 +164,11 @@ class ReflectionHub:
         self.stop_loop()  # the loop's thread must not outlive the actor's Ray connection
 
     def stats(self) -> dict[str, Any]:
+        """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
         retrainer = self.reflectors.retrainer
         return {
             "agents": len(self.directory.specs),
-            "records": self.store.count_records(),
-            "incidents": self.store.count("incidents"),
-            "plans": self.store.count("plans"),
+            **store_counts(self.store),
             "pending_traces": len(self.intake.pending),
             "analysis_loop": self._loop is not None,
             "loop": self._loop.status() if self._loop is not None else None,
@@ -182,6 +176,10 @@ class ReflectionHub:
             "lm_loaded": self.reflectors.lm is not None,
             "retraining": retrainer.status() if retrainer is not None else None,
         }
+
+    def dead_letters(self, limit: int = 100) -> list[dict]:
+        """The latest records refused or undeliverable, newest first, with their reasons."""
+        return self.store.dead_letters(limit)
 
 
 HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(ReflectionHub)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rrsi.errors import SchemaError, UnknownIncident
 from rrsi.store import SAMPLE_STATES, Store
 
-__all__ = ["incident_list", "incident_view", "sample_rows"]
+__all__ = ["incident_list", "incident_view", "sample_rows", "store_counts"]
 
 
 def incident_list(store: Store, limit: int = 50) -> list[dict]:
@@ -48,3 +48,9 @@ def sample_rows(store: Store, state: str = "ready") -> list[dict]:
     if state not in SAMPLE_STATES:
         raise SchemaError(f"state: expected one of {list(SAMPLE_STATES)}, got {state!r}")
     return [row for _, row in store.samples(state)]
+
+
+def store_counts(store: Store) -> dict[str, int]:
+    """Rows of the store that ``rrsi hub status`` shows: records, incidents, plans, dead letters, parked traces."""
+    tables = ("incidents", "plans", "dead_letters", "parked_traces")
+    return {"records": store.count_records(), **{t: store.count(t) for t in tables}}

@@ -96,7 +96,7 @@ def hub(tmp_path_factory) -> ReflectionHub:
 
 
 def _state(hub: ReflectionHub) -> tuple:
-    return hub.store.count_records(), len(hub.store.plans()), len(hub.store.incidents()), frozenset(hub.pending)
+    return hub.store.count_records(), len(hub.store.plans()), len(hub.store.incidents()), frozenset(hub.intake.pending)
 
 
 def _refused(call, field: str) -> UserError:

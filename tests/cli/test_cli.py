@@ -41,3 +41,16 @@ def test_tune_refuses_bad_lambdas(capsys):
     assert main(["tune", "--lambdas", "0.1,-1"]) == 2
     assert "--lambdas" in capsys.readouterr().err
     assert not ray.is_initialized()
+
+
+def test_hub_dead_letters_and_status_show_refused_records(tmp_path, capsys):
+    from rrsi.store import Store
+
+    store = Store(tmp_path / "hub.sqlite")
+    store.put_dead_letters([("calc", "records[0].error_code: unknown error code 'CALC_ODD_001'", '{"trace_id":"t7"}')])
+    store.close()
+    assert main(["hub", "dead-letters", "--store", str(tmp_path / "hub.sqlite")]) == 0
+    out = capsys.readouterr().out
+    assert "CALC_ODD_001" in out and "calc" in out and '"trace_id":"t7"' in out
+    assert main(["hub", "status", "--store", str(tmp_path / "hub.sqlite")]) == 0
+    assert '"dead_letters": 1' in capsys.readouterr().out

@@ -36,6 +36,7 @@ ADDRESS_COMMANDS = {
     "hub start",
     "hub status",
     "hub samples",
+    "hub dead-letters",
     "agents list",
     "incidents list",
     "incidents show",

@@ -69,11 +69,11 @@ def test_a_failing_incident_is_retried_then_parked_and_the_pass_goes_on(tmp_path
         report = hub.analyze()
         assert len(report.errors) == 1 and "ZeroDivisionError: reflector bug" in report.errors[0]
         assert hub.store.incidents() == []  # nothing half-done is stored
-        assert hub.pending == ({"n0"} if attempt < MAX_ATTEMPTS else set())
+        assert hub.intake.pending == ({"n0"} if attempt < MAX_ATTEMPTS else set())
     assert hub.store.parked_trace_ids() == {"n0"}
     assert hub.analyze().errors == []
     hub.close()
-    assert ReflectionHub(hub.store.path).pending == set()  # a restarted hub does not pick parked traces up
+    assert ReflectionHub(hub.store.path).intake.pending == set()  # a restarted hub does not pick parked traces up
 
 
 def test_the_loop_outlives_any_exception_and_reports_it():
