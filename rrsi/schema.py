@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from rrsi.errors import SchemaError
+from rrsi.errors import SchemaError, UnknownParam
 from rrsi.reflection import (
     CONDITIONAL,
     CORRECTION_CHARS,
@@ -130,8 +130,6 @@ class AgentSpec(_Model):
         for p in self.params:
             if p.name == name:
                 return p
-        from rrsi.errors import UnknownParam
-
         raise UnknownParam(f"agent {self.name!r} has no param {name!r}; declared: {[p.name for p in self.params]}")
 
     def init_values(self) -> dict[str, float]:
