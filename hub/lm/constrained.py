@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import DynamicCache
@@ -264,45 +265,71 @@ class ConstrainedDecoder:
         for r in rows:
             self._enter(r, 0)
         runs = [self._forced_run(r) for r in rows]
+        cache = {self._cache_arg: DynamicCache(config=self.model.config)}
+        out, attn, width = self._prefill(prompts, runs, cache)
+        last = attn.sum(-1) - 1
+        while not all(r.done for r in rows):
+            runs = self._choose(rows, self._last_logits(out, runs, width))
+            if all(r.done for r in rows):
+                break
+            out, attn, last, width = self._feed(runs, attn, last, cache)
+        return [Decoded(self.tokenizer.decode(r.out), r.values, r.logp, len(r.out)) for r in rows]
+
+    def _prefill(self, prompts: list[str], runs: list[list[int]], cache: dict) -> tuple[Any, torch.Tensor, int]:
+        """The first forward pass: the left-padded prompts, each followed by its row's forced run
+        (right-padded to ``width`` tokens, padding masked), keeping the logits of the last
+        ``width + 1`` positions; returns the model output, the attention mask and ``width``."""
         enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         tail, real = self._pad(runs)
         ids = torch.cat([enc["input_ids"], tail], dim=1).to(self.device)
         attn = torch.cat([enc["attention_mask"], real], dim=1).to(self.device)
         pos = (attn.cumsum(-1) - 1).clamp(min=0)
-        cache = {self._cache_arg: DynamicCache(config=self.model.config)}
         width = tail.shape[1]
         out = self.model(
             input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=width + 1, **cache
         )
-        last = attn.sum(-1) - 1
-        while not all(r.done for r in rows):
-            # Logits at each row's last real token: ``width + 1 - 1 - (width - len(run))`` from the left.
-            at = torch.tensor([out.logits.shape[1] - 1 - (width - len(run)) for run in runs])
-            logits = out.logits[torch.arange(len(rows)), at.to(out.logits.device)].float().cpu()
-            runs = []
-            for i, r in enumerate(rows):
-                if r.done:
-                    runs.append([])
-                    continue
-                tok, lp = self._pick(r, logits[i], self._mask(r))
-                self._advance(r, tok, lp)
-                runs.append([tok, *self._forced_run(r)])
-            if all(r.done for r in rows):
-                break
-            step, real = self._pad(runs)
-            width = step.shape[1]
-            positions = last.cpu().unsqueeze(1) + real.cumsum(-1).clamp(min=1)
-            last = last + real.sum(-1).to(last.device)
-            attn = torch.cat([attn, real.to(self.device)], dim=1)
-            out = self.model(
-                input_ids=step.to(self.device),
-                attention_mask=attn,
-                position_ids=positions.to(self.device),
-                use_cache=True,
-                logits_to_keep=width,
-                **cache,
-            )
-        return [Decoded(self.tokenizer.decode(r.out), r.values, r.logp, len(r.out)) for r in rows]
+        return out, attn, width
+
+    @staticmethod
+    def _last_logits(out: Any, runs: list[list[int]], width: int) -> torch.Tensor:
+        """Each row's logits (float, on the CPU) at the last real token of its run in ``out``."""
+        # Logits at each row's last real token: ``width + 1 - 1 - (width - len(run))`` from the left.
+        at = torch.tensor([out.logits.shape[1] - 1 - (width - len(run)) for run in runs])
+        return out.logits[torch.arange(len(runs)), at.to(out.logits.device)].float().cpu()
+
+    def _choose(self, rows: list[_Row], logits: torch.Tensor) -> list[list[int]]:
+        """Advance each unfinished row by its best allowed token and the fixed text forced after it;
+        the tokens each row emitted (none for a finished row)."""
+        runs = []
+        for i, r in enumerate(rows):
+            if r.done:
+                runs.append([])
+                continue
+            tok, lp = self._pick(r, logits[i], self._mask(r))
+            self._advance(r, tok, lp)
+            runs.append([tok, *self._forced_run(r)])
+        return runs
+
+    def _feed(
+        self, runs: list[list[int]], attn: torch.Tensor, last: torch.Tensor, cache: dict
+    ) -> tuple[Any, torch.Tensor, torch.Tensor, int]:
+        """One forward pass over each row's new run (right-padded, padding masked) on top of ``cache``;
+        returns the model output, the extended attention mask, each row's last real position and
+        the padded run width."""
+        step, real = self._pad(runs)
+        width = step.shape[1]
+        positions = last.cpu().unsqueeze(1) + real.cumsum(-1).clamp(min=1)
+        last = last + real.sum(-1).to(last.device)
+        attn = torch.cat([attn, real.to(self.device)], dim=1)
+        out = self.model(
+            input_ids=step.to(self.device),
+            attention_mask=attn,
+            position_ids=positions.to(self.device),
+            use_cache=True,
+            logits_to_keep=width,
+            **cache,
+        )
+        return out, attn, last, width
 
     def _pad(self, runs: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Each row's run right-padded to the longest, and the mask of its real tokens."""

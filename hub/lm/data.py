@@ -38,9 +38,20 @@ from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.template import VERBS
 from rrsi.scenario import Scenario
-from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, Summary, Trace, validate
+from rrsi.schema import (
+    CORRECTION_CHARS,
+    ROOT_CAUSE_CHARS,
+    AgentSpec,
+    Attribution,
+    JointReflection,
+    StepRecord,
+    Summary,
+    Trace,
+    validate,
+)
 from rrsi.sim.pipeline import Pipeline, RunStep
 from rrsi.sim.simulated import SimulatedExecutor
+from rrsi.traces.whowhen import load_whowhen_dir
 
 __all__ = [
     "Example",
@@ -147,17 +158,17 @@ def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: boo
     if op is None:
         return {
             "error_type": p.error_type,
-            "root_cause": f"{term}: too few {p.error_code} failures to tell"[:128]
+            "root_cause": f"{term}: too few {p.error_code} failures to tell"[:ROOT_CAUSE_CHARS]
             if few
-            else f"{term}: {p.error_code} failures point both ways"[:128],
-            "correction": f"Keep {param} unchanged"[:256],
+            else f"{term}: {p.error_code} failures point both ways"[:ROOT_CAUSE_CHARS],
+            "correction": f"Keep {param} unchanged"[:CORRECTION_CHARS],
             "action": None,
         }
     side = "low" if op == "increase" else "high"
     return {
         "error_type": p.error_type,
-        "root_cause": f"{term}: {param} too {side} causes {p.error_code} failures"[:128],
-        "correction": f"{op.capitalize()} {param} to stop {p.error_code} failures"[:256],
+        "root_cause": f"{term}: {param} too {side} causes {p.error_code} failures"[:ROOT_CAUSE_CHARS],
+        "correction": f"{op.capitalize()} {param} to stop {p.error_code} failures"[:CORRECTION_CHARS],
         "action": (param, op),
     }
 
@@ -180,6 +191,42 @@ def _label(
     return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
 
 
+def _root_failures(pipeline: Pipeline, run_step: RunStep, name: str, n_tasks: int) -> tuple[list, dict, list]:
+    """The root failing steps of ``n_tasks`` traces run through ``pipeline``, the simulator's truth
+    of each root step (per agent), and the most-upstream attribution of each failed trace."""
+    roots, truths, attributions = [], {}, []
+    for t in range(n_tasks):
+        steps = pipeline.run_trace(f"{name}-t{t}", run_step, output_of=lambda step: step.result.output)
+        trace = _failing_trace(steps)
+        if trace is not None and trace.outcome == "failure":
+            attributions.append(most_upstream(trace))
+            for step in root_steps(trace):
+                roots.append(step)
+                truths.setdefault(step.agent, []).append(steps[step.agent].result.truth)
+    return roots, truths, attributions
+
+
+def _labels(
+    scenario: Scenario, specs: dict, values: dict, roots: list[StepRecord], truths: dict, min_evidence: int
+) -> tuple[list[dict], dict[str, int]]:
+    """Each agent's expert reflection and its number of param-caused failures, both judged on
+    what the prompt shows (the agent's latest ``max_records`` root steps)."""
+    shown = PromptConfig().max_records
+    by_agent = {a: [r for r in roots if r.agent == a][-shown:] for a in sorted(truths)}
+    truths = {a: t[-shown:] for a, t in truths.items()}
+    reflections = [_label(scenario, specs[a], recs, truths[a], values[a], min_evidence) for a, recs in by_agent.items()]
+    caused = {a: sum(t["cause"] == "param" for t in truths[a]) for a in by_agent}
+    return reflections, caused
+
+
+def _true_root(caused: dict[str, int], attribution: Attribution) -> str:
+    """The agent with most param-caused failures (a tie goes to the attribution's root); the
+    attribution's root when no failure is param-caused."""
+    if any(caused.values()):
+        return max(caused, key=lambda a: (caused[a], a == attribution.root_agent))
+    return attribution.root_agent
+
+
 def synthetic_examples(
     scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = MIN_EVIDENCE
 ) -> list[Example]:
@@ -198,7 +245,6 @@ def synthetic_examples(
     rng = np.random.default_rng(seed)
     specs = {s.name: s for s in scenario.specs()}
     pipeline = Pipeline(scenario)
-    shown = PromptConfig().max_records
     out: list[Example] = []
     while len(out) < n:
         k = len(out)
@@ -206,33 +252,15 @@ def synthetic_examples(
         executors = {
             a.name: SimulatedExecutor(scenario, a.name, run_seed=seed * 1_000_003 + k) for a in scenario.agents
         }
-        roots, truths, attributions = [], {}, []
         n_tasks = int(np.exp(rng.uniform(np.log(15), np.log(max_tasks + 1))))
         run_step = _call_executors(executors, values)
-        for t in range(n_tasks):
-            steps = pipeline.run_trace(f"s{seed}-i{k}-t{t}", run_step, output_of=lambda step: step.result.output)
-            trace = _failing_trace(steps)
-            if trace is not None and trace.outcome == "failure":
-                attributions.append(most_upstream(trace))
-                for step in root_steps(trace):
-                    roots.append(step)
-                    truths.setdefault(step.agent, []).append(steps[step.agent].result.truth)
-        if not roots:
+        roots, truths, attributions = _root_failures(pipeline, run_step, f"s{seed}-i{k}", n_tasks)
+        if not roots:  # an incident without root failures is drawn again
             continue
-        by_agent = {a: [r for r in roots if r.agent == a][-shown:] for a in sorted(truths)}
-        truths = {a: t[-shown:] for a, t in truths.items()}  # labels judge what the prompt shows
-        reflections = [
-            _label(scenario, specs[a], recs, truths[a], values[a], min_evidence) for a, recs in by_agent.items()
-        ]
-        caused = {a: sum(t["cause"] == "param" for t in truths[a]) for a in by_agent}
+        reflections, caused = _labels(scenario, specs, values, roots, truths, min_evidence)
         attribution = combine(attributions)
-        root = (
-            max(caused, key=lambda a: (caused[a], a == attribution.root_agent))
-            if any(caused.values())
-            else attribution.root_agent
-        )
         incident = IncidentInput(f"sim-{seed}-{k}", attribution, roots, specs)
-        out.append(Example(incident, root, reflections, "synthetic"))
+        out.append(Example(incident, _true_root(caused, attribution), reflections, "synthetic"))
     return out
 
 
@@ -248,8 +276,6 @@ def whowhen_examples(directory: str | Path, split: str = "train", holdout: float
         split: ``train`` or ``test``; logs are split by a stable hash of their file name.
         holdout: share of logs in ``test``.
     """
-    from rrsi.traces.whowhen import load_whowhen_dir
-
     if split not in ("train", "test"):
         raise UserError(f"split: expected 'train' or 'test' (got {split!r})")
     logs, _ = load_whowhen_dir(directory)
@@ -273,7 +299,7 @@ def whowhen_examples(directory: str | Path, split: str = "train", holdout: float
         reflection = {
             "agent": agent,
             "error_type": "logic",
-            "root_cause": _clean(log.labels.mistake_reason, 128),
+            "root_cause": _clean(log.labels.mistake_reason, ROOT_CAUSE_CHARS),
             "correction": "Verify the step against the task before answering",
             "action": None,
         }
@@ -296,8 +322,8 @@ def _user_reflection(where: str, r: dict, spec: AgentSpec) -> dict:
     return {
         "agent": spec.name,
         "error_type": r["error_type"],
-        "root_cause": _clean(cause, 128),
-        "correction": _clean(correction, 256),
+        "root_cause": _clean(cause, ROOT_CAUSE_CHARS),
+        "correction": _clean(correction, CORRECTION_CHARS),
         "action": (actions[0]["param"], actions[0]["op"]) if actions else None,
     }
 

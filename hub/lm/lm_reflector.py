@@ -38,6 +38,44 @@ __all__ = ["LMReflector", "parse_output", "load_adapted"]
 log = logging.getLogger(__name__)
 
 
+def _answer_object(text: str) -> dict:
+    """The model's answer parsed as a JSON object with a ``reflections`` list.
+
+    Raises:
+        SchemaError: not JSON, or not that shape.
+    """
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"output: not JSON ({exc.msg} at {exc.pos})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("reflections"), list):
+        raise SchemaError("output: expected an object with root_agent and a reflections list")
+    return data
+
+
+def _agent_reflection(i: int, r: object, logp: dict[str, float], context: dict) -> Reflection:
+    """The answer's ``i``-th reflection ``r`` validated against ``context``: without the template's
+    restated votes (``evidence``), its actions given the reflection's agent unless they name one,
+    and as confidence P(error type) · P(action choice) from ``logp``, capped at 1.
+
+    Raises:
+        SchemaError: not an object with an actions list, or a reflection the schema refuses.
+    """
+    if not isinstance(r, dict) or not isinstance(r.get("actions", []), list):
+        raise SchemaError(
+            f"output.reflections[{i}]: expected an object with agent, error_type, root_cause, correction, actions"
+        )
+    confidence = math.exp(logp.get(f"{i}.error_type", 0.0) + logp.get(f"{i}.actions", 0.0))
+    actions = [{"agent": r.get("agent"), **a} if isinstance(a, dict) else a for a in r.get("actions", [])]
+    body = {k: v for k, v in r.items() if k not in ("actions", "evidence")}  # evidence: the template's restated votes
+    return validate(
+        Reflection,
+        {**body, "confidence": min(1.0, confidence), "actions": actions},
+        context=context,
+        where=f"output.reflections[{i}]",
+    )
+
+
 def parse_output(text: str, logp: dict[str, float], prep: Prepared, backend: str = "lm") -> JointReflection:
     """The joint reflection a model output describes, validated against the incident.
 
@@ -51,32 +89,9 @@ def parse_output(text: str, logp: dict[str, float], prep: Prepared, backend: str
         SchemaError: not JSON, wrong shape, or a reflection the schema refuses; the message
             names the field.
     """
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise SchemaError(f"output: not JSON ({exc.msg} at {exc.pos})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("reflections"), list):
-        raise SchemaError("output: expected an object with root_agent and a reflections list")
+    data = _answer_object(text)
     context = prep.context.model_dump()
-    reflections = []
-    for i, r in enumerate(data["reflections"]):
-        if not isinstance(r, dict) or not isinstance(r.get("actions", []), list):
-            raise SchemaError(
-                f"output.reflections[{i}]: expected an object with agent, error_type, root_cause, correction, actions"
-            )
-        confidence = math.exp(logp.get(f"{i}.error_type", 0.0) + logp.get(f"{i}.actions", 0.0))
-        actions = [{"agent": r.get("agent"), **a} if isinstance(a, dict) else a for a in r.get("actions", [])]
-        body = {
-            k: v for k, v in r.items() if k not in ("actions", "evidence")
-        }  # evidence: the template's restated votes
-        reflections.append(
-            validate(
-                Reflection,
-                {**body, "confidence": min(1.0, confidence), "actions": actions},
-                context=context,
-                where=f"output.reflections[{i}]",
-            )
-        )
+    reflections = [_agent_reflection(i, r, logp, context) for i, r in enumerate(data["reflections"])]
     root = data.get("root_agent")
     lead = next((r for r in reflections if r.agent == root), None)
     if lead is None:

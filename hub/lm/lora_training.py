@@ -310,6 +310,55 @@ def _peft_model(config: TrainConfig, device: str):
     return get_peft_model(model, lora)
 
 
+def _backward_batch(
+    model, batch: list[Encoded], pad: int, micro: int, device: str, use_bf16: bool, weights: FieldWeights
+) -> float:
+    """Backpropagate the loss of ``batch`` in parts of ``micro`` examples (longest first; the parts'
+    losses sum to the batch's: one gradient, less padding); returns the batch's loss."""
+    totals = group_totals(batch)
+    loss = 0.0
+    for part in _parts(batch, micro):
+        ids, attn, groups, shares = _batch(part, pad, device)
+        with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=use_bf16):
+            part_loss = _step_loss(model, ids, attn, groups, shares, weights, totals)
+        part_loss.backward()
+        loss += part_loss.item()
+    return loss
+
+
+def _train_steps(
+    model, encoded: list[Encoded], weights: list[float], pad: int, config: TrainConfig, device: str, progress: bool
+) -> dict:
+    """AdamW on the LoRA weights (gradient norm clipped to 1) for ``config.steps`` steps, else ``config.epochs``
+    passes, on batches drawn by ``weights``; returns the report's ``steps``, ``precision``, ``loss_first`` and
+    ``loss_last`` (mean loss of the first and of the last tenth of the steps, at least one step each)."""
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    steps = config.steps or max(1, math.ceil(config.epochs * len(encoded) / config.batch_size))
+    rng = random.Random(config.seed)
+    use_bf16 = config.autocast(device)
+    micro = config.micro_batch or (1 if device == "cpu" else config.batch_size)
+    losses = []
+    bar = tqdm(range(steps), desc="train-reflector", disable=not progress)
+    for _ in bar:
+        batch = rng.choices(encoded, weights=weights, k=config.batch_size)
+        opt.zero_grad(set_to_none=True)
+        loss = _backward_batch(model, batch, pad, micro, device, use_bf16, config.weights)
+        torch.nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+        losses.append(loss)
+        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    head = losses[: max(1, len(losses) // 10)]
+    tail = losses[-max(1, len(losses) // 10) :]
+    return {
+        "steps": steps,
+        "precision": "bf16" if use_bf16 else "fp32",
+        "loss_first": sum(head) / len(head),
+        "loss_last": sum(tail) / len(tail),
+    }
+
+
 def train_lora(
     examples: list[Example],
     registry: ErrorCodeRegistry,
@@ -338,47 +387,13 @@ def train_lora(
     if device == "cpu":
         torch.set_num_threads(config.threads)
     tokenizer = load_tokenizer(config.base)
-    codec = SegmentCodec(tokenizer)
-    encoded = encode_examples(examples, tokenizer, codec, registry, config)
+    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, config)
     model = _peft_model(config, device)
-    model.train()
-    params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    steps = config.steps or max(1, math.ceil(config.epochs * len(encoded) / config.batch_size))
-    rng = random.Random(config.seed)
     weights = sqrt_frequency_weights(examples)
-    use_bf16 = config.autocast(device)
-    micro = config.micro_batch or (1 if device == "cpu" else config.batch_size)
-    losses, t0 = [], time.perf_counter()
-    bar = tqdm(range(steps), desc="train-reflector", disable=not progress)
-    for _ in bar:
-        batch = rng.choices(encoded, weights=weights, k=config.batch_size)
-        totals = group_totals(batch)
-        opt.zero_grad(set_to_none=True)
-        loss = 0.0
-        for part in _parts(batch, micro):  # the parts' losses sum to the batch's: one gradient, less padding
-            ids, attn, groups, shares = _batch(part, tokenizer.pad_token_id, device)
-            with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=use_bf16):
-                part_loss = _step_loss(model, ids, attn, groups, shares, config.weights, totals)
-            part_loss.backward()
-            loss += part_loss.item()
-        torch.nn.utils.clip_grad_norm_(params, 1.0)
-        opt.step()
-        losses.append(loss)
-        bar.set_postfix(loss=f"{losses[-1]:.3f}")
+    t0 = time.perf_counter()
+    report = _train_steps(model, encoded, weights, tokenizer.pad_token_id, config, device, progress)
     model.eval()
     if out is not None:
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    head = losses[: max(1, len(losses) // 10)]
-    tail = losses[-max(1, len(losses) // 10) :]
-    return {
-        "steps": steps,
-        "precision": "bf16" if use_bf16 else "fp32",
-        "loss_first": sum(head) / len(head),
-        "loss_last": sum(tail) / len(tail),
-        "seconds": time.perf_counter() - t0,
-        "device": device,
-        "examples": len(examples),
-        "model": model,
-    }
+    return {**report, "seconds": time.perf_counter() - t0, "device": device, "examples": len(examples), "model": model}

@@ -116,21 +116,26 @@ def _keep(spec: AgentSpec, param: str, records: list[dict]) -> dict | None:
     }
 
 
-def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | None:
-    """The sample labelled by its plans' outcomes (see the module doc); None when it cannot be labelled."""
+def _without_awaiting(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict:
+    """``row`` without the agents whose plans await a human decision (their root records, specs
+    and reflections); ``row`` itself when none does."""
     awaiting = {u.agent for plan, outcome in outcomes if outcome == "awaiting" for u in plan.updates}
-    if awaiting:
-        row = {
-            **row,
-            "root_records": [r for r in row["root_records"] if r["agent"] not in awaiting],
-            "specs": [s for s in row["specs"] if s["name"] not in awaiting],
-            "reflection": {
-                **row["reflection"],
-                "reflections": [r for r in row["reflection"]["reflections"] if r["agent"] not in awaiting],
-            },
-        }
-    specs = {s["name"]: AgentSpec.model_validate(s) for s in row["specs"]}
-    promoted = {
+    if not awaiting:
+        return row
+    return {
+        **row,
+        "root_records": [r for r in row["root_records"] if r["agent"] not in awaiting],
+        "specs": [s for s in row["specs"] if s["name"] not in awaiting],
+        "reflection": {
+            **row["reflection"],
+            "reflections": [r for r in row["reflection"]["reflections"] if r["agent"] not in awaiting],
+        },
+    }
+
+
+def _promoted_params(outcomes: list[tuple[UpdatePlan, str]]) -> set[tuple[str, str]]:
+    """The ``(agent, param)`` pairs whose value a promoted plan changed."""
+    return {
         (u.agent, p)
         for plan, outcome in outcomes
         if outcome == "promoted"
@@ -138,20 +143,39 @@ def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | Non
         for p in u.theta_new
         if u.theta_new[p] != u.theta_old.get(p)
     }
+
+
+def _settled_reflections(
+    reflections: list[dict], specs: dict[str, AgentSpec], failing: dict[str, list[dict]], promoted: set
+) -> list[dict] | None:
+    """The reflections with only their promoted increase/decrease actions; one whose actions were
+    all dropped becomes "keep unchanged" (its error type kept). None when a dropped action's
+    param cannot be kept (:func:`_keep`)."""
+    out = []
+    for r in reflections:
+        acts = [a for a in r["actions"] if a["op"] in ("increase", "decrease") and (a["agent"], a["param"]) in promoted]
+        if acts or not r["actions"]:
+            out.append({**r, "actions": acts})
+        elif (kept := _keep(specs[r["agent"]], r["actions"][0]["param"], failing.get(r["agent"], []))) is not None:
+            out.append({**kept, "error_type": r["error_type"]})
+        else:
+            return None
+    return out
+
+
+def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | None:
+    """The sample labelled by its plans' outcomes (see the module doc); None when it cannot be labelled."""
+    row = _without_awaiting(row, outcomes)
+    specs = {s["name"]: AgentSpec.model_validate(s) for s in row["specs"]}
+    promoted = _promoted_params(outcomes)
     failing: dict[str, list[dict]] = {}
     for r in row["root_records"]:
         if r.get("error_code") and r["agent"] in specs:
             failing.setdefault(r["agent"], []).append(r)
-    reflections = []
-    for r in row["reflection"]["reflections"]:
-        acts = [a for a in r["actions"] if a["op"] in ("increase", "decrease") and (a["agent"], a["param"]) in promoted]
-        if acts or not r["actions"]:
-            reflections.append({**r, "actions": acts})
-        elif (kept := _keep(specs[r["agent"]], r["actions"][0]["param"], failing.get(r["agent"], []))) is not None:
-            reflections.append({**kept, "error_type": r["error_type"]})
-        else:
-            return None
-    for agent in sorted(set(failing) - {r["agent"] for r in reflections}):
+    reflections = _settled_reflections(row["reflection"]["reflections"], specs, failing, promoted)
+    if reflections is None:
+        return None
+    for agent in sorted(set(failing) - {r["agent"] for r in reflections}):  # left out: keep unchanged
         code = Counter(r["error_code"] for r in failing[agent]).most_common(1)[0][0]
         param = next((p.name for p in specs[agent].params if p.error_code == code), None)
         kept = _keep(specs[agent], param, failing[agent]) if param else None
@@ -167,7 +191,7 @@ def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str,
     The adapter's own ``training.json`` settings (base model, batch size, field weights)
     carry over; steps come from ``policy.epochs``.
     """
-    from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained
+    from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained  # torch and peft: only when a run starts
     from rrsi.hub.lm.lora_training import TrainConfig
 
     examples = [example_from_row(r, f"sample {r.get('incident_id')!r}", source="hub") for r in rows]
@@ -277,13 +301,12 @@ class Retrainer:
     def _submit(self, rows: list[dict]) -> concurrent.futures.Future:
         args = (rows, self.registry, str(self.adapter), self.policy)
         runner = self.runner
-        if runner == "auto":
-            import ray
+        if runner in ("auto", "ray"):
+            import ray  # rrsi.hub.lm runs where Ray is not installed (the GPU check's device)
 
+        if runner == "auto":
             runner = "ray" if ray.is_initialized() else "thread"
         if runner == "ray":
-            import ray
-
             task = ray.remote(self.train).options(num_cpus=1, num_gpus=self.num_gpus, name="rrsi-retrain")
             return task.remote(*args).future()
         future: concurrent.futures.Future = concurrent.futures.Future()
