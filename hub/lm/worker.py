@@ -1,7 +1,9 @@
 """``ReflectorWorker``: Ray actors that host an :class:`LMReflector` and serve batches.
 
 Each worker asks Ray for ``num_gpus`` (fractional allowed, so several workers can share
-one GPU; 0 runs on CPU) and is named ``reflector:<n>``. Inside, the reflector uses CUDA
+one GPU; 0 runs on CPU) and is named ``reflector:<n>``. On a cluster whose reflector nodes offer
+the custom resource ``reflector`` (ray_cluster.yaml), each worker also asks for its share of it,
+so workers land only there (:func:`worker_options`). Inside, the reflector uses CUDA
 only when torch sees a device: a worker placed on a logical GPU of a machine without one
 runs on CPU. :class:`WorkerPool` gives the hub the Reflector interface
 (``backend``, ``reflect``, ``reflect_batch``) over the workers, spreading batches round robin.
@@ -14,12 +16,13 @@ from pathlib import Path
 import ray
 from pydantic import Field
 
+from rrsi.agents.harness import node_resources
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import ActorFailure
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord, _Model, validate
 
-__all__ = ["WorkerConfig", "ReflectorWorker", "WorkerPool", "worker_name"]
+__all__ = ["WorkerConfig", "ReflectorWorker", "WorkerPool", "worker_name", "worker_options"]
 
 
 def worker_name(n: int) -> str:
@@ -44,6 +47,21 @@ class WorkerConfig(_Model):
     threads: int = Field(default=1, ge=1)
 
 
+def worker_options(config: WorkerConfig, n: int, namespace: str = "rrsi") -> dict:
+    """The Ray actor options of worker ``n``: its name, its GPU and CPU shares, and, where the
+    cluster offers the ``reflector`` resource, the same share of it as of a GPU (a whole one for
+    a CPU worker or one of a GPU or more), so fractional workers can still share one reflector node."""
+    share = min(config.num_gpus, 1.0) if config.num_gpus > 0 else 1.0
+    return dict(
+        name=worker_name(n),
+        namespace=namespace,
+        get_if_exists=True,
+        num_gpus=config.num_gpus,
+        num_cpus=config.num_cpus,
+        resources={k: v * share for k, v in node_resources("reflector").items()},
+    )
+
+
 @ray.remote(max_restarts=2, max_task_retries=2)
 class ReflectorWorker:
     """One Ray actor serving :meth:`LMReflector.reflect_batch`.
@@ -66,7 +84,7 @@ class ReflectorWorker:
         batch_size: int,
         threads: int,
     ) -> None:
-        import torch
+        import torch  # in the actor's process only: the pool's side never loads torch
 
         torch.set_num_threads(threads)
         self._args = (
@@ -80,7 +98,7 @@ class ReflectorWorker:
 
     def reload(self) -> None:
         """Load the model and adapter again from their folders (after the adapter was retrained in place)."""
-        from rrsi.hub.lm.lm_reflector import LMReflector
+        from rrsi.hub.lm.lm_reflector import LMReflector  # torch and transformers, in the actor only
 
         registry, adapter, base, prompt, batch_size = self._args
         self.reflector = LMReflector(
@@ -123,13 +141,7 @@ class WorkerPool:
         self.config = validate(WorkerConfig, config or {}, where="workers")
         prompt = (prompt or PromptConfig()).model_dump()
         self.workers = [
-            ReflectorWorker.options(
-                name=worker_name(n),
-                namespace=namespace,
-                get_if_exists=True,
-                num_gpus=self.config.num_gpus,
-                num_cpus=self.config.num_cpus,
-            ).remote(
+            ReflectorWorker.options(**worker_options(self.config, n, namespace)).remote(
                 registry.to_list(),
                 None if adapter is None else str(adapter),
                 None if base is None else str(base),
