@@ -94,7 +94,8 @@ class AgentHarness:
         self.config = config or HarnessConfig()
         self.candidate: tuple[int, dict[str, float], float] | None = None
         self.recent: deque[tuple[Task, bool]] = deque(maxlen=self.config.replay_buffer)
-        self.failures: list[StepRecord] = []
+        # the seed's own loop reflects on these; bounded, since under the hub nothing ever consumes them
+        self.failures: deque[StepRecord] = deque(maxlen=self.config.failures_kept)
         self.shipper = self._shipper() if hub is not None and sink is None else None
         self.sink = self.shipper.put if self.shipper is not None else sink
         self._step = 0
@@ -207,10 +208,10 @@ class AgentHarness:
     def reflect_and_update(self, config: HubConfig | None = None) -> dict | None:
         """The seed's own loop: reflect on this agent's failures since its last update, update itself."""
         config = config or HubConfig()
-        reflection = reflect_on_agent(self.spec, self.failures[-config.max_evidence :], self.registry, config)
+        reflection = reflect_on_agent(self.spec, list(self.failures)[-config.max_evidence :], self.registry, config)
         if reflection is None:
             return None
-        self.failures = []
+        self.failures.clear()
         new = l2_update(self.spec, self.params.values, reflection, config.lam, config.default_step)
         if not changed(self.spec, self.params.values, new):
             return None
@@ -221,7 +222,8 @@ class AgentHarness:
         return {"version": version, "params": new, "reflection": reflection.model_dump()}
 
     def discard_failures(self) -> int:
-        n, self.failures = len(self.failures), []
+        n = len(self.failures)
+        self.failures.clear()
         return n
 
     def close(self) -> int:

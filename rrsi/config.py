@@ -39,6 +39,7 @@ class HarnessConfig(_Model):
     backoff_initial_s: float = Field(default=0.05, gt=0.0, le=60.0)
     backoff_max_s: float = Field(default=2.0, gt=0.0, le=600.0)
     give_up_after_s: float = Field(default=300.0, gt=0.0)
+    failures_kept: int = Field(default=2000, ge=1)  # latest failing records for the seed's own loop (max_evidence)
     replay_buffer: int = Field(default=1000, ge=0)
 
 

@@ -81,6 +81,9 @@ def test_exception_with_error_code_becomes_failure():
     h, _ = local(bad)
     out = h.run({"task_id": "t", "trace_id": "t"})
     assert out["error_code"] == "CALC_FAIL_001" and len(h.failures) == 1
+    kept = AgentHarness(SPEC, bad, default_registry(), sink=[].append, config=HarnessConfig(failures_kept=5))
+    kept.run_batch([{"task_id": f"t{i}", "trace_id": f"t{i}"} for i in range(20)])
+    assert [r.trace_id for r in kept.failures] == [f"t{i}" for i in range(15, 20)]  # bounded: the latest ones
 
 
 def test_shipper_retries_until_acknowledged():
