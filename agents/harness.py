@@ -11,6 +11,7 @@ the seed did.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import zlib
 from collections import deque
@@ -93,6 +94,7 @@ class AgentHarness:
         self.hub = hub
         self.config = config or HarnessConfig()
         self.candidate: tuple[int, dict[str, float], float] | None = None
+        self._params_lock = threading.Lock()  # run() reads params while the hub's calls install them
         self.recent: deque[tuple[Task, bool]] = deque(maxlen=self.config.replay_buffer)
         # the seed's own loop reflects on these; bounded, since under the hub nothing ever consumes them
         self.failures: deque[StepRecord] = deque(maxlen=self.config.failures_kept)
@@ -165,25 +167,33 @@ class AgentHarness:
         return [self.run(t) for t in tasks]
 
     def _params_for(self, task_id: str) -> tuple[int, dict[str, float]]:
-        if self.candidate is not None and in_canary(task_id, self.candidate[2]):
-            return self.candidate[0], self.candidate[1]
-        return self.params.version, self.params.values
+        with self._params_lock:
+            if self.candidate is not None and in_canary(task_id, self.candidate[2]):
+                return self.candidate[0], self.candidate[1]
+            return self.params.version, self.params.values
 
+    @ray.method(concurrency_group="control")
     def get_params(self) -> tuple[int, dict[str, float]]:
-        return self.params.version, self.params.values
+        with self._params_lock:
+            return self.params.version, self.params.values
 
+    @ray.method(concurrency_group="control")
     def set_params(self, version: int, values: dict[str, float]) -> int:
         """Install ``values`` as ``version`` (validated; nothing changes on error); ends any canary."""
-        self.params.install(version, values)
-        self.candidate = None
-        return self.params.version
+        with self._params_lock:
+            self.params.install(version, values)
+            self.candidate = None
+            return self.params.version
 
+    @ray.method(concurrency_group="control")
     def set_candidate(self, version: int, values: dict[str, float], share: float) -> None:
         """Serve ``values`` as ``version`` to the canary share of tasks, the incumbent to the rest."""
         if not 0.0 < share <= 1.0:
             raise SchemaError(f"share: expected a fraction in (0, 1], got {share!r}")
-        self.candidate = (version, self.params.validate(values), share)
+        with self._params_lock:
+            self.candidate = (version, self.params.validate(values), share)
 
+    @ray.method(concurrency_group="control")
     def shadow_replay(self, values: dict[str, float], n: int) -> list[tuple[bool, bool]]:
         """Run up to ``n`` recent tasks again with ``values``; (incumbent failed, candidate failed) per task.
 
@@ -194,12 +204,16 @@ class AgentHarness:
         values = self.params.validate(values)
         return [(failed, self.executor(task, values).error_code is not None) for task, failed in list(self.recent)[-n:]]
 
+    @ray.method(concurrency_group="control")
     def rollback(self, version: int) -> int:
-        self.params.rollback(version)
-        return self.params.version
+        with self._params_lock:
+            self.params.rollback(version)
+            return self.params.version
 
+    @ray.method(concurrency_group="control")
     def drift(self) -> float:
-        return self.params.drift()
+        with self._params_lock:
+            return self.params.drift()
 
     def flush(self, timeout: float = 60.0) -> int:
         """Block until every record produced so far is stored by the hub; return how many were."""
@@ -216,7 +230,8 @@ class AgentHarness:
         if not changed(self.spec, self.params.values, new):
             return None
         version = self.params.next_version()
-        self.params.install(version, new)
+        with self._params_lock:
+            self.params.install(version, new)
         if self.hub is not None:
             ray.get(self.hub.record_params.remote(self.spec.name, version, new, "promoted"))
         return {"version": version, "params": new, "reflection": reflection.model_dump()}
@@ -240,4 +255,9 @@ class AgentHarness:
             log.error("harness %s: records may not have reached the hub at shutdown: %s", self.spec.name, exc)
 
 
-HarnessActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(AgentHarness)
+# The hub's calls (params, candidates, shadow replay) run in their own thread ("control"), so they are
+# never queued behind a run or a flush that waits on the hub: a pass that promotes a plan holds the
+# hub's lock while it installs params, and a flush waits for an ingest that waits for that lock.
+HarnessActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0, concurrency_groups={"control": 1})(
+    AgentHarness
+)

@@ -5,8 +5,8 @@ The :class:`~rrsi.hub.directory.AgentDirectory` (registered agents), the :class:
 the :class:`~rrsi.hub.lifecycle.PlanLifecycle` (validation, approval, promotion, rollback), the
 :class:`~rrsi.hub.analysis_pass.AnalysisPass` and the :class:`~rrsi.hub.analysis_loop.AnalysisLoop`. Hosted
 as one named Ray actor (``rrsi-hub`` in namespace ``rrsi``); everything it decides is persisted in its
-:class:`~rrsi.store.Store` before it takes effect, so a restarted hub or harness resumes from the store.
-One lock serialises actor calls and the loop's passes.
+:class:`~rrsi.store.Store` before it takes effect, so a restarted hub or harness resumes from the store;
+one lock serialises the calls that change state and the loop's passes (reads do not wait for it).
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class ReflectionHub:
         self._pass = AnalysisPass(self.config, *parts)
         self._lock = threading.RLock()
         self._loop: AnalysisLoop | None = None
+        self._loop_lock = threading.Lock()
 
     @locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
@@ -142,14 +143,16 @@ class ReflectionHub:
 
     def start_loop(self, interval_s: float = 10.0) -> bool:
         """Analyse every ``interval_s`` seconds in a background thread; False if already running."""
-        if self._loop is not None:
-            return False
-        self._loop = AnalysisLoop(self.analyze, interval_s)
-        return True
+        with self._loop_lock:
+            if self._loop is not None:
+                return False
+            self._loop = AnalysisLoop(self.analyze, interval_s, self.metrics.loop_error)
+            return True
 
     def stop_loop(self) -> None:
         """Stop the analysis loop, waiting for a pass in progress."""
-        loop, self._loop = self._loop, None
+        with self._loop_lock:
+            loop, self._loop = self._loop, None
         if loop is not None:
             loop.stop()
 
@@ -160,8 +163,7 @@ class ReflectionHub:
             self.claim.release()
         self.store.close()
 
-    def __ray_shutdown__(self) -> None:
-        self.stop_loop()  # the loop's thread must not outlive the actor's Ray connection
+    __ray_shutdown__ = stop_loop  # the loop's thread must not outlive the actor's Ray connection
 
     def stats(self) -> dict[str, Any]:
         """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
@@ -182,7 +184,8 @@ class ReflectionHub:
         return self.store.dead_letters(limit)
 
 
-HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0)(ReflectionHub)
+# Threaded: reads (current_params for a starting harness, stats) must not queue behind a call waiting for the lock.
+HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0, max_concurrency=8)(ReflectionHub)
 
 
 def get_or_create_hub(store_path: str, config: HubConfig | dict | None = None, detached: bool = False):
