@@ -30,7 +30,6 @@ from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
 from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
-from rrsi.sim.attribution_data import default_attribution_model
 from rrsi.store import Store
 
 __all__ = ["Attributor", "IncidentPipeline", "record"]
@@ -47,6 +46,10 @@ class Attributor:
         if self.config.attribution == "most_upstream":
             return [most_upstream(t) for t in group]
         if self._model is None:
+            # torch and torch_geometric load here, on the GNN's first incident: a hub on the baseline, and
+            # every harness that unpickles the hub's handle (which imports this module), never loads them
+            from rrsi.sim.attribution_data import default_attribution_model
+
             self._model = default_attribution_model(self.config.attribution_model)
         return self._model.attribute(group, own_failure_rates(group))
 
