@@ -78,6 +78,7 @@ def _start_config(args: argparse.Namespace) -> HubConfig:
             "lm_num_gpus": args.lm_gpus,
             "retrain": not args.no_retrain,
             "retrain_every_samples": args.retrain_every,
+            "trace_settle_s": args.trace_settle,
         },
         where="hub start",
     )
@@ -208,6 +209,13 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
     )
     add_store(start)
     start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
+    start.add_argument(
+        "--trace-settle",
+        type=float,
+        default=5.0,
+        help="seconds a failing trace must receive no record before it is analysed (its upstream steps may "
+        "ship later than the failure; default 5)",
+    )
     start.add_argument("--approval", choices=["manual", "auto"], default="manual")
     start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
     add_num_cpus(start)

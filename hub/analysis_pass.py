@@ -63,13 +63,13 @@ class AnalysisPass:
             self._run_group(group, report)
         report.retraining, swapped = self.reflectors.retrain()
         report.retrained = None if swapped is None else str(swapped)
-        self.metrics.analysed()
+        self.metrics.analysed(dead_letters=self.store.count("dead_letters"))
         return report
 
     def _pending_traces(self) -> list[Trace]:
         """The failing traces waiting for analysis, their links learned into the dependency graph."""
         by_trace: dict[str, list[StepRecord]] = {}
-        for r in self.store.records(self.intake.take_pending()):
+        for r in self.store.records(self.intake.take_pending(self.config.trace_settle_s)):
             by_trace.setdefault(r.trace_id, []).append(r)
         traces = [Trace.from_steps(steps, partial=True) for steps in by_trace.values()]
         for t in traces:

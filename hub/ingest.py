@@ -11,6 +11,7 @@ store with the reason, and never analysed again.
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -57,7 +58,9 @@ class Ingestor:
     def __init__(self, store: Store, directory: AgentDirectory, metrics: HubMetrics) -> None:
         self.store, self.directory, self.metrics = store, directory, metrics
         covered = {t for inc in store.incidents() for t in inc.trace_ids} | store.parked_trace_ids()
-        self.pending: set[str] = store.failing_trace_ids() - covered
+        # failing trace → when its latest record arrived (monotonic): a trace waits until it has been quiet
+        # for the pass's settle time, so an upstream record shipped after its downstream failure is not missed
+        self.pending: dict[str, float] = dict.fromkeys(store.failing_trace_ids() - covered, 0.0)
         self.attempts: dict[str, int] = {}
 
     def ingest(self, records: list[StepRecord | dict]) -> int:
@@ -94,7 +97,8 @@ class Ingestor:
 
     def _store(self, records: list[StepRecord], bodies: list[str] | None = None) -> int:
         new = self.store.add_records(records, bodies)
-        self.pending.update(r.trace_id for r in records if r.failed)
+        now, pending = time.monotonic(), self.pending
+        pending.update((r.trace_id, now) for r in records if r.failed or r.trace_id in pending)
         self.metrics.ingested(records, self.directory.error_types())
         return new
 
@@ -104,9 +108,7 @@ class Ingestor:
             isinstance(x, (list, tuple)) and len(x) == 2 and all(isinstance(v, str) for v in x) for x in letters
         ):
             raise SchemaError("letters: expected a list of (record JSON, reason) pairs of strings")
-        kept = self.store.put_dead_letters((agent, reason, body) for body, reason in letters)
-        self.metrics.dead_lettered(kept)
-        return kept
+        return self.store.put_dead_letters((agent, reason, body) for body, reason in letters)
 
     def retry(self, trace_ids: list[str], reason: str) -> bool:
         """Queue traces whose analysis failed for the next pass, or park them after ``MAX_ATTEMPTS``; whether parked."""
@@ -117,7 +119,7 @@ class Ingestor:
                 self.attempts.pop(t, None)
             return True
         self.attempts.update({t: tries for t in trace_ids})
-        self.pending.update(trace_ids)
+        self.pending.update(dict.fromkeys(trace_ids, 0.0))
         return False
 
     def done(self, trace_ids: list[str]) -> None:
@@ -125,7 +127,10 @@ class Ingestor:
         for t in trace_ids:
             self.attempts.pop(t, None)
 
-    def take_pending(self) -> list[str]:
-        """The failing traces waiting for analysis, oldest id first; the queue is emptied."""
-        ids, self.pending = sorted(self.pending), set()
+    def take_pending(self, settle_s: float = 0.0) -> list[str]:
+        """The failing traces quiet for ``settle_s`` seconds, oldest id first; they leave the queue."""
+        quiet = time.monotonic() - settle_s
+        ids = sorted(t for t, at in self.pending.items() if at <= quiet)
+        for t in ids:
+            del self.pending[t]
         return ids

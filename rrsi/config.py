@@ -78,7 +78,10 @@ class HubConfig(_Model):
     The canary's test is sequential (an always-valid mSPRT p-value with mixing standard
     deviation ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
     false-promotion rate at ``canary_alpha``. The rule Reflector and the hub count at most
-    ``max_evidence`` root failures per agent (the latest; older ones are dropped).
+    ``max_evidence`` root failures per agent (the latest; older ones are dropped). A failing
+    trace is analysed once no record of it arrived for ``trace_settle_s`` seconds (harnesses ship
+    on their own, so a downstream failure can arrive before the upstream record behind it; the
+    service waits, ``rrsi hub start --trace-settle``; an ``analyze()`` right after a flush need not).
     """
 
     lam: float = Field(default=0.05, gt=0.0)
@@ -90,6 +93,7 @@ class HubConfig(_Model):
     min_evidence: int = Field(default=MIN_EVIDENCE, ge=1)
     max_evidence: int = Field(default=2000, ge=1)
     incident_window_s: float = Field(default=300.0, gt=0.0)
+    trace_settle_s: float = Field(default=0.0, ge=0.0)
     attribution: Literal["gnn", "most_upstream"] = "gnn"
     reflector: Literal["auto", "rule", "lm"] = "auto"
     lm_adapter: str | None = None

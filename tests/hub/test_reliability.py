@@ -69,11 +69,11 @@ def test_a_failing_incident_is_retried_then_parked_and_the_pass_goes_on(tmp_path
         report = hub.analyze()
         assert len(report.errors) == 1 and "ZeroDivisionError: reflector bug" in report.errors[0]
         assert hub.store.incidents() == []  # nothing half-done is stored
-        assert hub.intake.pending == ({"n0"} if attempt < MAX_ATTEMPTS else set())
+        assert set(hub.intake.pending) == ({"n0"} if attempt < MAX_ATTEMPTS else set())
     assert hub.store.parked_trace_ids() == {"n0"}
     assert hub.analyze().errors == []
     hub.close()
-    assert ReflectionHub(hub.store.path).intake.pending == set()  # a restarted hub does not pick parked traces up
+    assert set(ReflectionHub(hub.store.path).intake.pending) == set()  # a restarted hub does not pick parked traces up
 
 
 def test_the_loop_outlives_any_exception_and_reports_it():
@@ -183,3 +183,26 @@ def test_a_killed_owner_leaves_no_claim(tmp_path):
     assert done.returncode == -signal.SIGKILL
     assert store_owner(path) is None
     ReflectionHub(path).close()
+
+
+def test_a_failing_trace_waits_until_its_records_stop_arriving(tmp_path):
+    hub = ReflectionHub(str(tmp_path / "settle.sqlite"), {"trace_settle_s": 0.3, "attribution": "most_upstream"})
+    hub.register_agent(NOISY)
+    downstream_first = step(
+        trace="late",
+        step_id="b",
+        agent="noisy",
+        error_code="LEDGER_FAIL_001",
+        scratchpad="tolerance=0.5 looked too low on the ledger",
+        parents=["a"],
+        ts=time.time(),
+    )
+    hub.ingest([downstream_first])
+    assert hub.analyze().incidents == []  # its upstream step may still be on its way
+    time.sleep(0.2)
+    hub.ingest([step(trace="late", step_id="a", agent="noisy", ts=time.time())])  # the late upstream record
+    time.sleep(0.2)
+    assert hub.analyze().incidents == []  # quiet for 0.2 s only: the late record restarted the clock
+    time.sleep(0.2)
+    [incident] = hub.analyze().incidents
+    assert hub.store.incident(incident).trace_ids == ["late"] and set(hub.intake.pending) == set()
