@@ -36,12 +36,15 @@ class AnalysisLoop:
     Args:
         analyze: one pass of the hub's loop.
         interval_s: seconds between the end of one pass and the start of the next.
+        on_error: told ``"pass"`` when a pass raised (the hub counts it in its metrics).
     """
 
-    def __init__(self, analyze: Callable[[], object], interval_s: float) -> None:
+    def __init__(
+        self, analyze: Callable[[], object], interval_s: float, on_error: Callable[[str], None] | None = None
+    ) -> None:
         if not interval_s > 0:
             raise SchemaError(f"interval_s: expected a positive number of seconds, got {interval_s!r}")
-        self.analyze, self.interval_s = analyze, interval_s
+        self.analyze, self.interval_s, self.on_error = analyze, interval_s, on_error
         self.passes = 0
         self.errors = 0
         self.last_error: str | None = None
@@ -56,6 +59,8 @@ class AnalysisLoop:
                 self.analyze()
             except Exception as exc:  # the loop outlives any one pass; the error is kept for `rrsi hub status`
                 self.errors += 1
+                if self.on_error is not None:
+                    self.on_error("pass")
                 self.last_error = f"{time.strftime('%Y-%m-%d %H:%M:%S')} {type(exc).__name__}: {exc}"
                 log.exception("analysis loop: pass failed; the next pass runs in %.3g s", self.interval_s)
             else:

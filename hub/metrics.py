@@ -68,10 +68,10 @@ METRICS: tuple[MetricSpec, ...] = (
     MetricSpec(
         "attribution_latency", "rrsi_attribution_latency_seconds", "histogram", "time to attribute one incident"
     ),
-    MetricSpec("analysis_errors", "rrsi_analysis_errors_total", "counter", "analysis failures, by stage", ("stage",)),
     MetricSpec(
-        "dead_letters", "rrsi_dead_letters_total", "counter", "records refused by the hub and kept with the reason"
+        "analysis_errors", "rrsi_analysis_errors", "gauge", "analysis failures since the hub started", ("stage",)
     ),
+    MetricSpec("dead_letters", "rrsi_dead_letters", "gauge", "records kept in the store's dead letters"),
 )
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 
@@ -82,6 +82,7 @@ class HubMetrics:
     def __init__(self) -> None:
         self._m: dict[str, metrics.Metric] | None = None
         self._window: dict[str, list[int]] = {}
+        self._errors: dict[str, int] = {"incident": 0, "pass": 0}
 
     def _get(self) -> dict[str, metrics.Metric] | None:
         if self._m is None and ray.is_initialized():
@@ -102,12 +103,16 @@ class HubMetrics:
             if r.failed:
                 m["failures"].inc(tags={"agent": r.agent, "error_type": error_types.get(r.error_code, "unknown")})
 
-    def analysed(self) -> None:
-        """Publish each agent's error rate over the records since the last analysis, then reset."""
+    def analysed(self, dead_letters: int = 0) -> None:
+        """Publish each agent's error rate over the records since the last analysis (then reset), the
+        analysis errors so far and the store's dead letters: gauges set at every pass, a heartbeat."""
         m = self._get()
         if m is not None:
             for agent, (steps, failed) in self._window.items():
                 m["error_rate"].set(failed / steps if steps else 0.0, tags={"agent": agent})
+            for stage, n in self._errors.items():
+                m["analysis_errors"].set(n, tags={"stage": stage})
+            m["dead_letters"].set(dead_letters)
         self._window = {}
 
     def incident(self, attribution_s: float) -> None:
@@ -126,12 +131,7 @@ class HubMetrics:
 
     def loop_error(self, stage: str) -> None:
         """One failed analysis step: ``incident`` (one incident's pipeline) or ``pass`` (a whole pass)."""
-        if (m := self._get()) is not None:
-            m["analysis_errors"].inc(tags={"stage": stage})
-
-    def dead_lettered(self, n: int) -> None:
-        if n and (m := self._get()) is not None:
-            m["dead_letters"].inc(n)
+        self._errors[stage] = self._errors.get(stage, 0) + 1
 
     def drift(self, agent: str, value: float) -> None:
         if (m := self._get()) is not None:
