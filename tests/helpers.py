@@ -22,3 +22,33 @@ def step(
         timestamp=ts,
         **kw,
     )
+
+
+# Two agents most hub tests use: up feeds down.
+UP = {
+    "name": "up",
+    "domain_terms": ["date format"],
+    "params": [
+        {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}
+    ],
+}
+DOWN = {
+    "name": "down",
+    "depends_on": ["up"],
+    "domain_terms": ["summary"],
+    "params": [
+        {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}
+    ],
+}
+
+
+def up_failure(trace: str, ts: float, step_id: str = "up") -> StepRecord:
+    """A failing step of UP whose symptom says its param is too low."""
+    return step(
+        trace=trace,
+        step_id=step_id,
+        agent="up",
+        error_code="UP_FAIL_001",
+        scratchpad="strict=0.2 looked too low on the date format",
+        ts=ts,
+    )

@@ -34,26 +34,12 @@ from rrsi.schema import (
     Trace,
     validate,
 )
+from tests.helpers import DOWN, UP
 
 FUZZ = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 NAN, INF = math.nan, math.inf
 ROOT = Path(__file__).resolve().parents[1]
 
-UP = {
-    "name": "up",
-    "domain_terms": ["date format"],
-    "params": [
-        {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}
-    ],
-}
-DOWN = {
-    "name": "down",
-    "depends_on": ["up"],
-    "domain_terms": ["summary"],
-    "params": [
-        {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}
-    ],
-}
 CODES = [None, "UP_FAIL_001", "DOWN_FAIL_001", "SQL_SYNTAX_001"]
 
 BAD_SUMMARIES = [

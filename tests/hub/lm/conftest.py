@@ -2,23 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.helpers import step
-
-UP = {
-    "name": "up",
-    "domain_terms": ["date format"],
-    "params": [
-        {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"}
-    ],
-}
-DOWN = {
-    "name": "down",
-    "depends_on": ["up"],
-    "domain_terms": ["summary"],
-    "params": [
-        {"name": "length", "low": 0, "high": 1, "init": 0.5, "error_code": "DOWN_FAIL_001", "error_type": "logic"}
-    ],
-}
+from tests.helpers import DOWN, UP, step
 
 
 @pytest.fixture(scope="session")

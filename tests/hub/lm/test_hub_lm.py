@@ -8,8 +8,7 @@ import pytest
 
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.lm.lm_reflector import LMReflector
-from tests.helpers import step
-from tests.hub.lm.conftest import DOWN, UP
+from tests.helpers import DOWN, UP, step, up_failure
 
 
 def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
@@ -26,14 +25,7 @@ def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
     for i in range(12):
         hub.ingest(
             [
-                step(
-                    trace=f"t{i}",
-                    step_id="up",
-                    agent="up",
-                    error_code="UP_FAIL_001",
-                    scratchpad="strict=0.2 looked too low on the date format",
-                    ts=now,
-                ),
+                up_failure(f"t{i}", now),
                 step(
                     trace=f"t{i}",
                     step_id="down",

@@ -13,8 +13,7 @@ from rrsi.hub.lm.data import example_from_row, load_jsonl
 from rrsi.hub.lm.retraining import DAY_S, Retrainer, RetrainingPolicy, sample_row, settled_row
 from rrsi.schema import AgentUpdate, JointReflection, UpdatePlan
 from rrsi.store import Store
-from tests.helpers import step
-from tests.hub.lm.conftest import DOWN, UP
+from tests.helpers import DOWN, UP, step, up_failure
 
 
 def test_due_after_k_samples_or_n_days():
@@ -224,19 +223,7 @@ def test_the_hub_samples_its_promoted_incidents_retrains_and_reloads(tmp_path):
     hub.reflectors.retrainer = _retrainer(tmp_path, calls, every=1)
     hub.reflectors.retrainer.store = hub.store
     now = time.time()
-    hub.ingest(
-        [
-            step(
-                trace=f"t{i}",
-                step_id="up",
-                agent="up",
-                error_code="UP_FAIL_001",
-                scratchpad="strict=0.2 looked too low on the date format",
-                ts=now,
-            )
-            for i in range(12)
-        ]
-    )
+    hub.ingest([up_failure(f"t{i}", now) for i in range(12)])
     report = hub.analyze().model_dump()
     [incident] = report["incidents"]
     assert [p["state"] for p in report["plans"]] == ["promoted"]

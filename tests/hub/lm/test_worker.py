@@ -45,8 +45,7 @@ def test_hub_serves_the_lm_from_reflector_actors_on_a_logical_gpu(ray_gpu, tmp_p
 
     from rrsi.hub.hub import ReflectionHub
     from rrsi.hub.lm.worker import WorkerPool
-    from tests.helpers import step
-    from tests.hub.lm.conftest import DOWN, UP
+    from tests.helpers import DOWN, UP, up_failure
 
     model, tokenizer = lm
     adapter = tmp_path / "adapter"
@@ -68,19 +67,7 @@ def test_hub_serves_the_lm_from_reflector_actors_on_a_logical_gpu(ray_gpu, tmp_p
     hub.register_agent(UP)
     hub.register_agent(DOWN)
     now = time.time()
-    hub.ingest(
-        [
-            step(
-                trace=f"t{i}",
-                step_id="up",
-                agent="up",
-                error_code="UP_FAIL_001",
-                scratchpad="strict=0.2 looked too low on the date format",
-                ts=now,
-            )
-            for i in range(6)
-        ]
-    )
+    hub.ingest([up_failure(f"t{i}", now) for i in range(6)])
     try:
         [incident] = hub.analyze().model_dump()["incidents"]
         assert isinstance(hub.reflectors.lm, WorkerPool) and hub.reflectors.lm.devices() == ["cpu"]
