@@ -75,6 +75,10 @@ class StoreOwned(UserError):
     """The store belongs to another live hub: talk to that hub, or stop it first."""
 
 
+class Unauthorized(UserError):
+    """A request to one of the hub's HTTP faces lacked the hub's token, or its token file is unsafe."""
+
+
 class RuntimeFailure(RRSIError):
     """Something failed while running; the input itself was acceptable."""
 
