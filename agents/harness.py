@@ -29,7 +29,7 @@ from rrsi.agents.shipping import RecordShipper
 from rrsi.config import HarnessConfig, HubConfig, default_home
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import RRSIError, SchemaError
-from rrsi.schema import AgentSpec, StepRecord, Summary, validate
+from rrsi.schema import AgentSpec, StepRecord, Summary, TraceOutcome, validate
 
 __all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
 
@@ -218,6 +218,15 @@ class AgentHarness:
     def flush(self, timeout: float = 60.0) -> int:
         """Block until every record produced so far is stored by the hub; return how many were."""
         return self.shipper.flush(timeout) if self.shipper is not None else 0
+
+    def report_outcome(self, trace_id: str, ok: bool, error_code: str | None = None, source: str = "evaluator") -> None:
+        """Tell the hub how a task ended (an evaluator's verdict); a failed one is analysed like a failing step."""
+        outcome = validate(
+            TraceOutcome, {"trace_id": trace_id, "ok": ok, "error_code": error_code, "source": source}, where="outcome"
+        )
+        if self.hub is None:
+            raise SchemaError(f"outcome: harness of {self.spec.name!r} has no hub to report to")
+        ray.get(self.hub.report_outcomes.remote([outcome.model_dump()]))
 
     def reflect_and_update(self, config: HubConfig | None = None) -> dict | None:
         """The seed's own loop: reflect on this agent's failures since its last update, update itself."""

@@ -29,9 +29,9 @@ from rrsi.hub.ingest import Ingestor
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.reflectors import Reflectors
-from rrsi.hub.views import incident_list, incident_view, sample_rows, store_counts
+from rrsi.hub.views import hub_stats, incident_list, incident_view, sample_rows
 from rrsi.ownership import StoreClaim
-from rrsi.schema import AgentSpec, StepRecord, validate
+from rrsi.schema import AgentSpec, StepRecord, TraceOutcome, validate
 from rrsi.store import Store
 
 __all__ = ["ReflectionHub", "HubActor", "HUB_NAME", "NAMESPACE", "get_or_create_hub"]
@@ -98,6 +98,14 @@ class ReflectionHub:
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         return self.intake.ingest_json(batch)
+
+    @locked
+    def report_outcomes(self, outcomes: list[TraceOutcome | dict]) -> int:
+        """Store end-of-task verdicts (evaluator, user, test); a failed one queues its trace for analysis."""
+        return self.intake.report_outcomes(outcomes)
+
+    def report_outcome(self, outcome: TraceOutcome | dict) -> None:
+        self.report_outcomes([outcome])
 
     @locked
     def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id: str | None = None):
@@ -167,17 +175,7 @@ class ReflectionHub:
 
     def stats(self) -> dict[str, Any]:
         """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
-        retrainer = self.reflectors.retrainer
-        return {
-            "agents": len(self.directory.specs),
-            **store_counts(self.store),
-            "pending_traces": len(self.intake.pending),
-            "analysis_loop": self._loop is not None,
-            "loop": self._loop.status() if self._loop is not None else None,
-            "reflector": self.config.reflector,
-            "lm_loaded": self.reflectors.lm is not None,
-            "retraining": retrainer.status() if retrainer is not None else None,
-        }
+        return hub_stats(self.store, len(self.directory.specs), len(self.intake.pending), self._loop, self.reflectors)
 
     def dead_letters(self, limit: int = 100) -> list[dict]:
         """The latest records refused or undeliverable, newest first, with their reasons."""

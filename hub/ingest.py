@@ -19,7 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from rrsi.errors import SchemaError
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.metrics import HubMetrics
-from rrsi.schema import StepRecord, validate
+from rrsi.schema import StepRecord, TraceOutcome, validate
 from rrsi.store import Store
 
 __all__ = ["Ingestor", "MAX_ATTEMPTS"]
@@ -100,6 +100,20 @@ class Ingestor:
         now, pending = time.monotonic(), self.pending
         pending.update((r.trace_id, now) for r in records if r.failed or r.trace_id in pending)
         self.metrics.ingested(records, self.directory.error_types())
+        return new
+
+    def report_outcomes(self, outcomes: list[TraceOutcome | dict]) -> int:
+        """Validate every end-of-task verdict, then store them all (a bad one rejects the batch unchanged); a
+        failed verdict queues its trace for analysis like a failing step. Returns how many changed the store."""
+        if not isinstance(outcomes, (list, tuple)):
+            raise SchemaError(f"outcomes: expected a list of TraceOutcomes or dicts, got {type(outcomes).__name__}")
+        checked = [
+            validate(TraceOutcome, o.model_dump() if isinstance(o, TraceOutcome) else o, where=f"outcomes[{i}]")
+            for i, o in enumerate(outcomes)
+        ]
+        new = self.store.put_outcomes(checked)
+        now = time.monotonic()
+        self.pending.update((o.trace_id, now) for o in checked if not o.ok)
         return new
 
     def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rrsi.errors import SchemaError, UnknownIncident
 from rrsi.store import SAMPLE_STATES, Store
 
@@ -54,3 +56,20 @@ def store_counts(store: Store) -> dict[str, int]:
     """Rows of the store that ``rrsi hub status`` shows: records, incidents, plans, dead letters, parked traces."""
     tables = ("incidents", "plans", "dead_letters", "parked_traces")
     return {"records": store.count_records(), **{t: store.count(t) for t in tables}}
+
+
+def hub_stats(store: Store, agents: int, pending: int, loop, reflectors) -> dict[str, Any]:
+    """What ``rrsi hub status`` shows: store counts, the loop's health (``loop``: an
+    :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use (``reflectors``:
+    :class:`~rrsi.hub.reflectors.Reflectors`)."""
+    retrainer = reflectors.retrainer
+    return {
+        "agents": agents,
+        **store_counts(store),
+        "pending_traces": pending,
+        "analysis_loop": loop is not None,
+        "loop": loop.status() if loop is not None else None,
+        "reflector": reflectors.config.reflector,
+        "lm_loaded": reflectors.lm is not None,
+        "retraining": retrainer.status() if retrainer is not None else None,
+    }

@@ -17,10 +17,10 @@ from pydantic import Field
 
 from rrsi.errors import SchemaError, UnknownErrorCode
 from rrsi.schema import AgentSpec, ErrorType, _Model
+from rrsi.schema_base import CODE_PATTERN
 
 __all__ = ["ErrorCode", "ErrorCodeRegistry", "CODE_PATTERN", "DEFAULT_SYMPTOMS", "default_registry"]
 
-CODE_PATTERN = r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_[0-9]{3}$"
 Direction = Literal["increase", "decrease"]
 
 DEFAULT_SYMPTOMS: dict[str, Direction] = {

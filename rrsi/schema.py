@@ -25,7 +25,7 @@ from rrsi.reflection import (
     Reflection,
     ReflectionContext,
 )
-from rrsi.schema_base import ERROR_TYPES, NAME_PATTERN, ErrorType, Risk, _Model, validate
+from rrsi.schema_base import CODE_PATTERN, ERROR_TYPES, NAME_PATTERN, ErrorType, Risk, _Model, validate
 
 __all__ = [
     "ERROR_TYPES",
@@ -41,6 +41,7 @@ __all__ = [
     "Summary",
     "StepRecord",
     "Trace",
+    "TraceOutcome",
     "Attribution",
     "Incident",
     "Action",
@@ -172,6 +173,7 @@ class StepRecord(_Model):
     error_code: str | None = None
     params_version: int = Field(default=0, ge=0)
     timestamp: float = Field(default_factory=time.time, ge=0.0)
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)  # None: unknown, never 0
 
     @field_validator("scratchpad")
     @classmethod
@@ -226,6 +228,22 @@ class Trace(_Model):
 
     def failing_steps(self) -> list[StepRecord]:
         return [s for s in self.steps if s.failed]
+
+
+class TraceOutcome(_Model):
+    """The end-of-task verdict of an evaluator, a user or a test: a task can fail with no failing step."""
+
+    trace_id: str = Field(min_length=1, max_length=128)
+    ok: bool
+    error_code: str | None = Field(default=None, pattern=CODE_PATTERN)
+    source: str = Field(default="evaluator", min_length=1, max_length=64)
+    timestamp: float = Field(default_factory=time.time, ge=0.0)
+
+    @model_validator(mode="after")
+    def _code_only_on_failure(self) -> TraceOutcome:
+        if self.ok and self.error_code is not None:
+            raise ValueError(f"error_code: a successful outcome carries no error code (got {self.error_code!r})")
+        return self
 
 
 class Attribution(_Model):

@@ -13,11 +13,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rrsi.errors import SchemaError, pydantic_message
 
-__all__ = ["ERROR_TYPES", "NAME_PATTERN", "ErrorType", "Risk", "validate"]
+__all__ = ["CODE_PATTERN", "ERROR_TYPES", "NAME_PATTERN", "ErrorType", "Risk", "validate"]
 
 ErrorType = Literal["factuality", "logic", "format", "tool_usage", "safety"]
 ERROR_TYPES: tuple[str, ...] = ("factuality", "logic", "format", "tool_usage", "safety")
 Risk = Literal["low", "medium", "high"]
+CODE_PATTERN = r"^[A-Z][A-Z0-9]*(_[A-Z0-9]+)*_[0-9]{3}$"  # a semantic error code: SQL_SYNTAX_001
 NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_.\-]{0,63}$"
 
 M = TypeVar("M", bound=BaseModel)

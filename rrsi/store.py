@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from rrsi.errors import StoreError
-from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, UpdatePlan
+from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, TraceOutcome, UpdatePlan
 
 __all__ = ["Store", "ParamVersion", "SAMPLE_STATES", "SCHEMA_VERSION"]
 
@@ -51,7 +51,12 @@ CREATE TABLE IF NOT EXISTS dead_letters (
     id INTEGER PRIMARY KEY AUTOINCREMENT, agent TEXT, reason TEXT NOT NULL, ts REAL NOT NULL, body TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS parked_traces (trace_id TEXT PRIMARY KEY, reason TEXT NOT NULL, ts REAL NOT NULL);
 """
-_MIGRATIONS = (_SCHEMA_V1, _SCHEMA_V2)  # migration i brings a file from version i to i + 1
+_SCHEMA_V3 = """
+CREATE TABLE IF NOT EXISTS trace_outcomes (
+    trace_id TEXT PRIMARY KEY, ok INTEGER NOT NULL, error_code TEXT, source TEXT NOT NULL, ts REAL NOT NULL,
+    body TEXT NOT NULL);
+"""
+_MIGRATIONS = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)  # migration i brings a file from version i to i + 1
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 ParamVersion = tuple[int, dict[str, float], str, str | None]
@@ -68,6 +73,7 @@ _TABLES = frozenset(
         "samples",
         "dead_letters",
         "parked_traces",
+        "trace_outcomes",
     }
 )
 
@@ -303,6 +309,30 @@ class Store:
         """The latest refused records, newest first: agent, reason, time and the body as received."""
         rows = self._read("SELECT agent, reason, ts, body FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))
         return [{"agent": a, "reason": r, "ts": ts, "body": b} for a, r, ts, b in rows]
+
+    def put_outcomes(self, outcomes: list[TraceOutcome]) -> int:
+        """Store end-of-task verdicts (already validated); returns how many changed the store. A verdict
+        resent (same ok, code and source, at any time) stores nothing; a different verdict for the same
+        trace replaces the old one."""
+        rows = [(o.trace_id, int(o.ok), o.error_code, o.source, o.timestamp, o.model_dump_json()) for o in outcomes]
+        sql = (
+            "INSERT INTO trace_outcomes VALUES (?,?,?,?,?,?) ON CONFLICT(trace_id) DO UPDATE SET "
+            "ok = excluded.ok, error_code = excluded.error_code, source = excluded.source, ts = excluded.ts, "
+            "body = excluded.body WHERE ok != excluded.ok OR error_code IS NOT excluded.error_code "
+            "OR source != excluded.source"
+        )
+        return self._write(sql, rows)
+
+    def outcomes_for(self, trace_ids: Iterable[str]) -> dict[str, TraceOutcome]:
+        """The stored verdicts of these traces (those that have one)."""
+        ids, found = list(trace_ids), {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            sql = f"SELECT body FROM trace_outcomes WHERE trace_id IN ({','.join('?' * len(chunk))})"
+            for (body,) in self._read(sql, tuple(chunk)):
+                outcome = TraceOutcome.model_validate_json(body)
+                found[outcome.trace_id] = outcome
+        return found
 
     def park_traces(self, trace_ids: Iterable[str], reason: str) -> None:
         """Set traces aside that analysis gave up on, with the reason; they are not analysed again."""
