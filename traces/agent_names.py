@@ -4,6 +4,13 @@ Who&When and OpenTelemetry name agents freely (spaces, slashes, leading digits);
 ``StepRecord.agent`` accepts ``^[A-Za-z][A-Za-z0-9_.\\-]{0,63}$``. :class:`AgentNames`
 rewrites each original name once, keeps the rewrite unique within one trace, and remembers
 the mapping both ways so predictions can be reported under the original name.
+
+Some participants of a trace are context, never the agent to blame: the human or user who
+posed the task, a system message, an OpenTelemetry user span or root workflow span. They stay
+in the trace (later steps read them) and carry :data:`CONTEXT_MARK` in their
+``intermediate_steps`` and no error code; :func:`is_context_step` is the one test every
+attribution path applies. :func:`speaker` splits a Magentic-One style ``role`` such as
+``Orchestrator (-> WebSurfer)`` into the speaker and the action.
 """
 
 from __future__ import annotations
@@ -11,8 +18,22 @@ from __future__ import annotations
 import re
 
 from rrsi.errors import SchemaError
+from rrsi.schema import StepRecord
 
-__all__ = ["AgentNames", "sanitize_name"]
+__all__ = [
+    "AgentNames",
+    "CONTEXT_MARK",
+    "CONTEXT_PARTICIPANTS",
+    "as_context",
+    "is_context_participant",
+    "is_context_step",
+    "sanitize_name",
+    "speaker",
+]
+
+CONTEXT_MARK = "rrsi:context (posed the task or framed it; never blamed)"
+CONTEXT_PARTICIPANTS = frozenset({"human", "user", "system", "developer"})
+_ROLE = re.compile(r"^\s*(?P<speaker>[^()]*?)\s*(?:\((?P<action>[^()]*)\))?\s*$")
 
 _INVALID = re.compile(r"[^A-Za-z0-9_.\-]+")
 _MAX = 64
@@ -53,3 +74,34 @@ class AgentNames:
         self.to_valid[original] = name
         self.to_original[name] = original
         return name
+
+
+def speaker(role: str) -> tuple[str, str]:
+    """``(speaker, action)`` of a role string: ``"Orchestrator (thought)"`` → ``("Orchestrator",
+    "thought")``, ``"Orchestrator (-> WebSurfer)"`` → ``("Orchestrator", "-> WebSurfer")``,
+    ``"WebSurfer"`` → ``("WebSurfer", "")``.
+
+    Raises:
+        SchemaError: ``role`` is not a string or names no speaker.
+    """
+    match = _ROLE.match(role) if isinstance(role, str) else None
+    if match is None or not match["speaker"]:
+        raise SchemaError(f"role: expected a speaker, optionally followed by '(action)' (got {role!r})")
+    return match["speaker"], (match["action"] or "").strip()
+
+
+def is_context_participant(name: str) -> bool:
+    """Whether ``name`` (a speaker or a role) is one of :data:`CONTEXT_PARTICIPANTS`, any case."""
+    return name.strip().lower() in CONTEXT_PARTICIPANTS
+
+
+def is_context_step(step: StepRecord) -> bool:
+    """Whether ``step`` is context that attribution must never blame."""
+    return CONTEXT_MARK in step.intermediate_steps
+
+
+def as_context(step: StepRecord) -> StepRecord:
+    """``step`` marked as context: :data:`CONTEXT_MARK` added, its error code dropped (a failed
+    workflow span reports its children's failure, it does not cause it)."""
+    marks = [CONTEXT_MARK, *(m for m in step.intermediate_steps if m != CONTEXT_MARK)][:64]
+    return step.model_copy(update={"intermediate_steps": marks, "error_code": None})

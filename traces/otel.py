@@ -12,6 +12,11 @@ Every span with a GenAI attribute becomes one step: its agent is its own
 span that is also a step (spans without GenAI attributes are bridged over), ``error.type``
 (or an ERROR status, as ``_OTHER``) is its error code, and ``execute_tool`` spans count as
 tool calls of ``gen_ai.tool.name``. One file may hold several traces.
+
+A user span (its agent is the user, human or system) and the root workflow span (a root that
+other steps hang under, with a workflow operation or no agent of its own) are kept as context
+(:func:`rrsi.traces.agent_names.as_context`): never blamed, their error status counted only
+in the trace's outcome.
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from typing import Any
 
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Summary, Trace, validate
-from rrsi.traces.agent_names import AgentNames
+from rrsi.traces.agent_names import AgentNames, as_context, is_context_participant
 from rrsi.traces.loading import LoadError, load_dir, read_json
 from rrsi.traces.whowhen import summarize_message
 
@@ -36,6 +41,7 @@ _ID_KEYS = {
 }
 _INPUT_KEYS = ("gen_ai.input.messages", "gen_ai.prompt", "input.value")
 _OUTPUT_KEYS = ("gen_ai.output.messages", "gen_ai.completion", "output.value")
+_WORKFLOW_OPS = frozenset({"invoke_workflow", "workflow", "chain"})
 
 
 @dataclass(frozen=True)
@@ -168,6 +174,15 @@ def _record(trace_id: str, span_id: str, agent: str, parent: str | None, span: d
     )
 
 
+def _context_span(attrs: dict, root: bool, leads: bool) -> bool:
+    """A user span, or the root workflow span that other steps hang under: context, never blamed."""
+    agent = attrs.get("gen_ai.agent.name")
+    if isinstance(agent, str) and is_context_participant(agent):
+        return True
+    operation = str(attrs.get("gen_ai.operation.name") or "").lower()
+    return root and leads and (operation in _WORKFLOW_OPS or not agent)
+
+
 def _trace(trace_id: str, spans: list[tuple[int, dict, dict]]) -> OtelTrace:
     by_id = {_id(s, "span", i): (i, s, a) for i, s, a in spans}
     names = AgentNames()
@@ -183,24 +198,30 @@ def _trace(trace_id: str, spans: list[tuple[int, dict, dict]]) -> OtelTrace:
         return None
 
     is_step = {sid: any(k.startswith("gen_ai.") for k in a) for sid, (_, _, a) in by_id.items()}
-    steps = []
-    for sid, (i, span, attrs) in by_id.items():
-        if not is_step[sid]:
-            continue
-        agent_raw = ancestor(sid, lambda _i, _s, a: a.get("gen_ai.agent.name"))
-        if agent_raw is None:
-            raise SchemaError(f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors")
-        parent = ancestor(
-            _id(span, "parent", i, required=False),
-            lambda _i, s, _a: _id(s, "span", _i) if is_step[_id(s, "span", _i)] else None,
+
+    def step_of(i: int, span: dict, _attrs: dict) -> str | None:
+        return _id(span, "span", i) if is_step[_id(span, "span", i)] else None
+
+    parent_of = {sid: ancestor(_id(s, "parent", i, False), step_of) for sid, (i, s, _) in by_id.items() if is_step[sid]}
+    leads = set(parent_of.values())
+    steps, context_failed = [], False
+    for sid, parent in parent_of.items():
+        i, span, attrs = by_id[sid]
+        context = _context_span(attrs, parent is None, sid in leads)
+        agent_raw = ancestor(sid, lambda _i, _s, a: a.get("gen_ai.agent.name")) or (
+            context and (span.get("name") or "workflow")
         )
-        steps.append(_record(trace_id, sid, names(str(agent_raw)), parent, span, attrs))
+        if not agent_raw:
+            raise SchemaError(f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors")
+        step = _record(trace_id, sid, names(str(agent_raw)), parent, span, attrs)
+        context_failed |= context and step.failed
+        steps.append(as_context(step) if context else step)
     if not steps:
         raise SchemaError(
             f"trace {trace_id}: no span carries a gen_ai.* attribute (gen_ai.agent.name, gen_ai.operation.name)"
         )
     steps.sort(key=lambda s: s.timestamp)
-    outcome = "failure" if any(s.error_code for s in steps) else "success"
+    outcome = "failure" if context_failed or any(s.error_code for s in steps) else "success"
     data = {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}
     return OtelTrace(validate(Trace, data, where=f"trace {trace_id}"), dict(names.to_original))
 
