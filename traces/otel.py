@@ -208,9 +208,7 @@ def _trace(trace_id: str, spans: list[tuple[int, dict, dict]]) -> OtelTrace:
     for sid, parent in parent_of.items():
         i, span, attrs = by_id[sid]
         context = _context_span(attrs, parent is None, sid in leads)
-        agent_raw = ancestor(sid, lambda _i, _s, a: a.get("gen_ai.agent.name")) or (
-            context and (span.get("name") or "workflow")
-        )
+        agent_raw = ancestor(sid, lambda _i, _s, a: a.get("gen_ai.agent.name")) or (context and span.get("name"))
         if not agent_raw:
             raise SchemaError(f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors")
         step = _record(trace_id, sid, names(str(agent_raw)), parent, span, attrs)
