@@ -9,6 +9,7 @@ the process that records them (the hub actor) and only when Ray is running.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -44,6 +45,7 @@ class MetricSpec:
 
 METRICS: tuple[MetricSpec, ...] = (
     MetricSpec("traces", "rrsi_traces_total", "counter", "traces seen by the hub"),
+    MetricSpec("steps", "rrsi_steps_total", "counter", "step records ingested, by agent", ("agent",)),
     MetricSpec("failures", "rrsi_failures_total", "counter", "failed steps", ("agent", "error_type")),
     MetricSpec("incidents", "rrsi_incidents_total", "counter", "incidents formed"),
     MetricSpec("reflections", "rrsi_reflections_total", "counter", "joint reflections", ("backend",)),
@@ -72,6 +74,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "analysis_errors", "rrsi_analysis_errors", "gauge", "analysis failures since the hub started", ("stage",)
     ),
     MetricSpec("dead_letters", "rrsi_dead_letters", "gauge", "records kept in the store's dead letters"),
+    MetricSpec("passes", "rrsi_analysis_passes_total", "counter", "analysis passes completed (the loop's heartbeat)"),
+    MetricSpec(
+        "last_pass",
+        "rrsi_analysis_last_pass_timestamp_seconds",
+        "gauge",
+        "Unix time the last analysis pass completed (a stalled loop stops moving it)",
+    ),
 )
 METRIC_NAMES: tuple[str, ...] = tuple(m.name for m in METRICS)
 
@@ -90,24 +99,32 @@ class HubMetrics:
         return self._m
 
     def ingested(self, records: Iterable[StepRecord], error_types: dict[str, str]) -> None:
-        """Count traces (by their first step), failures by agent and type, and each agent's window."""
+        """Count traces (by their first step), steps by agent, failures by agent and type, and each agent's window."""
         m = self._get()
+        steps: dict[str, int] = {}
         for r in records:
             counts = self._window.setdefault(r.agent, [0, 0])
             counts[0] += 1
             counts[1] += r.failed
+            steps[r.agent] = steps.get(r.agent, 0) + 1
             if m is None:
                 continue
             if not r.parents:
                 m["traces"].inc()
             if r.failed:
                 m["failures"].inc(tags={"agent": r.agent, "error_type": error_types.get(r.error_code, "unknown")})
+        if m is not None:
+            for agent, n in steps.items():  # once per agent and batch: ingest is the hot path
+                m["steps"].inc(n, tags={"agent": agent})
 
     def analysed(self, dead_letters: int = 0) -> None:
         """Publish each agent's error rate over the records since the last analysis (then reset), the
-        analysis errors so far and the store's dead letters: gauges set at every pass, a heartbeat."""
+        analysis errors so far and the store's dead letters: gauges set at every pass, a heartbeat with
+        the count of passes and the time of the last one."""
         m = self._get()
         if m is not None:
+            m["passes"].inc()
+            m["last_pass"].set(time.time())
             for agent, (steps, failed) in self._window.items():
                 m["error_rate"].set(failed / steps if steps else 0.0, tags={"agent": agent})
             for stage, n in self._errors.items():
@@ -130,8 +147,11 @@ class HubMetrics:
             m["updates"].inc(tags={"state": state})
 
     def loop_error(self, stage: str) -> None:
-        """One failed analysis step: ``incident`` (one incident's pipeline) or ``pass`` (a whole pass)."""
+        """One failed analysis step: ``incident`` (one incident's pipeline) or ``pass`` (a whole pass); published
+        at once, since a failed pass never reaches :meth:`analysed`."""
         self._errors[stage] = self._errors.get(stage, 0) + 1
+        if (m := self._get()) is not None:
+            m["analysis_errors"].set(self._errors[stage], tags={"stage": stage})
 
     def drift(self, agent: str, value: float) -> None:
         if (m := self._get()) is not None:

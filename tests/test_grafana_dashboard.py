@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,38 @@ def test_panels_are_well_formed(dashboard):
         cells |= area
         assert len({t["refId"] for t in p["targets"]}) == len(p["targets"])
     assert {v["name"] for v in dashboard["templating"]["list"]} == {"datasource", "session"}
+
+
+def _grouped_tags(expr: str) -> set[str]:
+    return {t.strip() for group in re.findall(r"by \(([^)]*)\)", expr) for t in group.split(",")} - {"le", ""}
+
+
+def test_panels_group_only_by_tags_their_metrics_have(exprs):
+    for expr in exprs:
+        used = [m for m in METRICS if _uses(expr, m)]
+        tags = {t for m in used for t in METRICS[m]} | {"SessionName"}
+        assert _grouped_tags(expr) <= tags, f"{expr} groups by a tag none of {used} has"
+
+
+ALERTS = DASHBOARD.parents[1] / "prometheus" / "rrsi-alerts.yaml"
+
+
+def test_alert_rules_watch_the_loops_heartbeat():
+    import yaml
+
+    rules = [r for g in yaml.safe_load(ALERTS.read_text())["groups"] for r in g["rules"]]
+    assert rules and all({"alert", "expr", "for", "labels", "annotations"} <= set(r) for r in rules)
+    names = {m for r in rules for m in re.findall(r"\b(\w*rrsi_\w+)\b", r["expr"])}
+    assert names <= {f"ray_{m}" for m in METRICS}, sorted(names)
+    assert "ray_rrsi_analysis_last_pass_timestamp_seconds" in names and "ray_rrsi_analysis_passes_total" in names
+    for r in rules:
+        assert _grouped_tags(r["expr"]) <= {"SessionName"} | {t for m in METRICS for t in METRICS[m]}
+
+
+@pytest.mark.skipif(
+    shutil.which("promtool") is None, reason="promtool not installed (Debian: apt-get install prometheus)"
+)
+def test_alert_rules_fire_on_a_stalled_loop_only():
+    tests = ALERTS.with_name("rrsi-alerts.test.yaml")
+    done = subprocess.run(["promtool", "test", "rules", tests.name], cwd=tests.parent, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
