@@ -8,6 +8,12 @@ error code: the log only says that the task failed, not which step did. The anno
 (``mistake_agent``, ``mistake_step``, ``mistake_reason``) travels beside the trace in
 :class:`WhoWhenLabels`, never inside it, so a model cannot read the answer from the trace.
 
+A message's speaker is its ``name``, else the speaker of its ``role`` (Hand-Crafted, Magentic-One
+logs: ``Orchestrator (-> WebSurfer)`` is Orchestrator addressing WebSurfer; the action is kept
+in :attr:`WhoWhenLog.actions`). Participants who cannot be blamed stay in the trace as context
+(:func:`rrsi.traces.agent_names.as_context`): the human, user or system (by speaker), and a
+plain tool echo (a speaker all of whose messages report an execution).
+
 AutoGen conventions map onto the record's tool fields: a message that contains fenced
 code asks for that many executions (``tool_calls``), and a message that reports an
 execution (``exitcode: ...``) is a tool output (``tools = ["code_execution"]``).
@@ -22,7 +28,7 @@ from typing import Any
 
 from rrsi.errors import SchemaError
 from rrsi.schema import StepRecord, Summary, Trace, validate
-from rrsi.traces.agent_names import AgentNames
+from rrsi.traces.agent_names import AgentNames, as_context, is_context_participant, is_context_step, speaker
 from rrsi.traces.loading import LoadError, load_dir, read_json
 
 __all__ = ["WhoWhenLabels", "WhoWhenLog", "load_whowhen", "load_whowhen_dir", "summarize_message", "EMPTY_MESSAGE"]
@@ -55,10 +61,16 @@ class WhoWhenLog:
     question: str
     roles: list[str]
     agent_names: dict[str, str] = field(default_factory=dict)
+    actions: list[str] = field(default_factory=list)
 
     def original_agent(self, agent: str) -> str:
         """The agent's name as the log spelled it."""
         return self.agent_names.get(agent, agent)
+
+    @property
+    def blameable(self) -> list[int]:
+        """Indices of the steps that may be blamed (context participants left out)."""
+        return [i for i, s in enumerate(self.trace.steps) if not is_context_step(s)]
 
 
 def summarize_message(content: str, limit: int = SCRATCHPAD_CHARS) -> str:
@@ -84,12 +96,25 @@ def _field(data: dict, key: str, kind: type | tuple[type, ...], where: str) -> A
     return value
 
 
-def _step(trace_id: str, task_id: str, i: int, entry: Any, previous: str, names: AgentNames) -> StepRecord:
+def _speaker(entry: dict, i: int) -> tuple[str, str]:
+    """``(speaker, action)`` of one message: ``name`` if it has one, else parsed from ``role``."""
+    if entry.get("name") is not None:
+        return _field(entry, "name", str, f"history.{i}."), ""
+    if "role" not in entry:
+        raise SchemaError(f"history.{i}.name: missing, and no role to take the speaker from")
+    try:
+        return speaker(_field(entry, "role", str, f"history.{i}."))
+    except SchemaError as exc:
+        raise SchemaError(f"history.{i}.{exc}") from None
+
+
+def _step(trace_id: str, task_id: str, i: int, entry: Any, previous: str, names: AgentNames) -> tuple[StepRecord, str]:
     if not isinstance(entry, dict):
-        raise SchemaError(f"history.{i}: expected an object with content, name, role (got {type(entry).__name__})")
+        raise SchemaError(f"history.{i}: expected an object with content and name or role (got {type(entry).__name__})")
     content = _field(entry, "content", (str, type(None)), f"history.{i}.") or ""
-    agent = names(_field(entry, "name", str, f"history.{i}."))
-    return StepRecord.model_construct(
+    who, action = _speaker(entry, i)
+    agent = names(who)
+    step = StepRecord.model_construct(
         trace_id=trace_id,
         step_id=f"step-{i}",
         agent=agent,
@@ -106,6 +131,13 @@ def _step(trace_id: str, task_id: str, i: int, entry: Any, previous: str, names:
         params_version=0,
         timestamp=float(i),
     )
+    return (as_context(step) if is_context_participant(who) else step), action
+
+
+def _tool_echoes(steps: list[StepRecord]) -> list[StepRecord]:
+    """Steps of speakers whose every message reports an execution, marked as context."""
+    echo = {a for a in {s.agent for s in steps} if all(s.tools for s in steps if s.agent == a)}
+    return [as_context(s) if s.agent in echo and len(echo) < len({t.agent for t in steps}) else s for s in steps]
 
 
 def _labels(data: dict, trace: Trace, names: AgentNames) -> WhoWhenLabels | None:
@@ -143,17 +175,20 @@ def load_whowhen(path: str | Path) -> WhoWhenLog:
     trace_id = f"whowhen-{path.stem}"
     task_id = str(data.get("question_ID") or path.stem)[:128]
     names = AgentNames()
-    steps, previous = [], question
+    steps, actions, previous = [], [], question
     for i, entry in enumerate(history):
-        steps.append(_step(trace_id, task_id, i, entry, previous, names))
-        previous = steps[-1].scratchpad
+        step, action = _step(trace_id, task_id, i, entry, previous, names)
+        steps.append(step)
+        actions.append(action)
+        previous = step.scratchpad
+    steps = _tool_echoes(steps)
     outcome = "success" if data.get("is_correct") is True else "failure"
     trace = validate(
         Trace, {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}, where=path.name
     )
     labels = _labels(data, trace, names)
     roles = [str(e.get("role", "")) for e in history]
-    return WhoWhenLog(path.name, trace, labels, question, roles, dict(names.to_original))
+    return WhoWhenLog(path.name, trace, labels, question, roles, dict(names.to_original), actions)
 
 
 def load_whowhen_dir(directory: str | Path) -> tuple[list[WhoWhenLog], list[LoadError]]:

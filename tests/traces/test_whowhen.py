@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from rrsi.errors import SchemaError
+from rrsi.traces.agent_names import is_context_step
 from rrsi.traces.whowhen import EMPTY_MESSAGE, load_whowhen, load_whowhen_dir, summarize_message
 
 
@@ -39,7 +40,9 @@ MALFORMED = [
     ([1, 2], "a Who&When log is an object"),
     ({"history": []}, "history: empty"),
     ({"history": None}, "history: expected list"),
-    ({"history": [{"content": "x", "role": "user"}]}, "history.0.name: missing"),
+    ({"history": [{"content": "x"}]}, "history.0.name: missing, and no role"),
+    ({"history": [{"content": "x", "role": "(thought)"}]}, "history.0.role: expected a speaker"),
+    ({"history": [{"content": "x", "role": 7}]}, "history.0.role: expected str"),
     ({"history": ["just text"]}, "history.0: expected an object"),
     ({"history": [{"content": "x", "name": "   "}]}, "name: an agent name must be a non-blank string"),
     ({"mistake_step": "seven"}, "mistake_step: expected an integer"),
@@ -76,3 +79,35 @@ def test_the_algorithm_generated_subset_loads_completely(whowhen_dir):
     logs, errors = load_whowhen_dir(whowhen_dir)
     assert len(logs) == 126 and errors == []
     assert all(log.labels is not None and log.labels.mistake_step < len(log.trace.steps) for log in logs)
+
+
+def _magentic(**overrides) -> dict:
+    """A role-only log as Magentic-One writes it: the human first, speakers and actions in ``role``."""
+    history = [
+        {"content": "What is the capital of the country with the tallest tower?", "role": "human"},
+        {"content": "Plan: find the tallest tower, then its country.", "role": "Orchestrator (thought)"},
+        {"content": "Please search for the tallest tower.", "role": "Orchestrator (-> WebSurfer)"},
+        {"content": "The tallest tower is the Tokyo Skytree.", "role": "WebSurfer"},
+        {"content": "FINAL ANSWER: Tokyo", "role": "Orchestrator (termination condition)"},
+    ]
+    log = {"question": history[0]["content"], "history": history, "mistake_agent": "WebSurfer", "mistake_step": "3"}
+    log.update(overrides)
+    return log
+
+
+def test_role_only_logs_take_the_speaker_from_the_role(write_json):
+    log = load_whowhen(write_json("m.json", _magentic()))
+    assert [s.agent for s in log.trace.steps] == ["human", "Orchestrator", "Orchestrator", "WebSurfer", "Orchestrator"]
+    assert log.actions == ["", "thought", "-> WebSurfer", "", "termination condition"]
+    assert log.labels.mistake_agent == "WebSurfer" and log.labels.mistake_step == 3
+
+
+def test_the_human_who_asked_is_context_never_blameable(write_json):
+    log = load_whowhen(write_json("m.json", _magentic()))
+    assert log.blameable == [1, 2, 3, 4]
+    assert is_context_step(log.trace.steps[0]) and not any(is_context_step(s) for s in log.trace.steps[1:])
+
+
+def test_a_plain_tool_echo_is_context(write_json, make_log):
+    log = load_whowhen(write_json("7.json", make_log()))
+    assert log.blameable == [0, 1, 3], "Computer_terminal only reports executions"
