@@ -1,50 +1,94 @@
-"""A harness's step record, built where the step ran and fitted to what the hub accepts.
+"""A step record, built where the step ran and fitted to what the hub accepts.
 
-Real agents write long reasoning and many intermediate steps; the hub stores summaries
-(``StepRecord``: a scratchpad of at most ``SCRATCHPAD_CHARS`` characters, at most
+Real agents write long reasoning, many intermediate steps and long tool lists; the hub stores
+summaries (``StepRecord``: a scratchpad of at most ``SCRATCHPAD_CHARS`` characters, at most
 ``MAX_INTERMEDIATE_STEPS`` intermediate steps). A record that would not fit is summarised
-here — the scratchpad keeps its head and its tail around a marker giving its full length
-(the reasoning's start and its conclusion are what the Reflector reads), the intermediate
-steps keep the first and the last ones around a marker step — and then validated, so a
-record that is still wrong raises :class:`~rrsi.errors.SchemaError` to the executor's
-caller instead of being refused by the hub later.
+here, and every cut says what it cut — its full length and the first 12 hex digits of the
+SHA-256 of what was there, as :class:`~rrsi.schema.Summary` does for inputs and outputs:
+
+- the scratchpad keeps its head and its tail around the marker (the reasoning's start and its
+  conclusion are what the Reflector reads);
+- each intermediate step is cut to ``STEP_CHARS`` the same way, and the list keeps its first
+  and last steps around a marker step;
+- each tool name is cut to ``TOOL_CHARS``, and a list of more than ``MAX_TOOLS`` names keeps
+  its first ones and a marker entry.
+
+Then the record is validated, so a record that is still wrong (a trace id over 128
+characters, an unknown field) raises :class:`~rrsi.errors.SchemaError` to the executor's
+caller instead of being refused by the hub later. The harness and the OTLP receiver both
+build their records here.
 """
 
 from __future__ import annotations
 
+import hashlib
+
 from rrsi.schema import StepRecord, validate
 
-__all__ = ["SCRATCHPAD_CHARS", "MAX_INTERMEDIATE_STEPS", "fit_text", "fit_steps", "make_record"]
+__all__ = [
+    "SCRATCHPAD_CHARS",
+    "MAX_INTERMEDIATE_STEPS",
+    "STEP_CHARS",
+    "TOOL_CHARS",
+    "MAX_TOOLS",
+    "fit_text",
+    "fit_steps",
+    "fit_tools",
+    "make_record",
+]
 
 SCRATCHPAD_CHARS = StepRecord.model_fields["scratchpad"].metadata[-1].max_length
 MAX_INTERMEDIATE_STEPS = StepRecord.model_fields["intermediate_steps"].metadata[-1].max_length
+STEP_CHARS = 512
+TOOL_CHARS = 128
+MAX_TOOLS = 32
+
+
+def _digest(parts: list[str]) -> str:
+    """The first 12 hex digits of the SHA-256 of ``parts`` joined by newlines."""
+    return hashlib.sha256("\n".join(parts).encode("utf-8", "replace")).hexdigest()[:12]
 
 
 def fit_text(text: str, limit: int) -> str:
-    """``text`` itself when it fits in ``limit`` characters, else its head and tail around a cut marker."""
+    """``text`` itself when it fits in ``limit`` characters, else its head and tail around a cut marker
+    that gives the full length and hash."""
     if len(text) <= limit:
         return text
-    marker = f" … [cut from {len(text)} chars] … "
-    keep = limit - len(marker)
+    marker = f" … [cut from {len(text)} chars, sha256 {_digest([text])}] … "
+    keep = max(0, limit - len(marker))
     head = keep * 2 // 3
-    return text[:head] + marker + text[len(text) - (keep - head) :]
+    return (text[:head] + marker + text[len(text) - (keep - head) :])[:limit]
 
 
-def fit_steps(steps: list[str], limit: int) -> list[str]:
-    """``steps`` when there are at most ``limit``, else the first and last ones around a marker step."""
-    if len(steps) <= limit:
-        return list(steps)
+def fit_steps(steps: list[str], limit: int = MAX_INTERMEDIATE_STEPS, chars: int = STEP_CHARS) -> list[str]:
+    """Each step fitted to ``chars``; more than ``limit`` steps: the first and last ones around a marker step
+    giving how many were cut and the hash of all of them."""
+    fitted = [fit_text(s, chars) for s in steps]
+    if len(fitted) <= limit:
+        return fitted
     head = (limit - 1) // 2
     tail = limit - 1 - head
-    return [*steps[:head], f"… {len(steps) - head - tail} steps cut …", *steps[len(steps) - tail :]]
+    cut = len(fitted) - head - tail
+    marker = f"… {cut} steps cut of {len(steps)} (sha256 {_digest(steps)}) …"
+    return [*fitted[:head], marker, *fitted[len(fitted) - tail :]]
+
+
+def fit_tools(tools: list[str], limit: int = MAX_TOOLS, chars: int = TOOL_CHARS) -> list[str]:
+    """Each tool name fitted to ``chars``; more than ``limit`` names: the first ``limit − 1`` and a marker
+    entry giving the full count and the hash of all of them."""
+    fitted = [fit_text(t, chars) for t in tools]
+    if len(fitted) <= limit:
+        return fitted
+    return [*fitted[: limit - 1], f"… {len(tools)} tools in all (sha256 {_digest(tools)})"]
 
 
 def make_record(**fields) -> StepRecord:
-    """A validated StepRecord from ``fields``, its scratchpad and intermediate steps fitted first.
+    """A validated StepRecord from ``fields``, its scratchpad, intermediate steps and tools fitted first.
 
     Raises:
         SchemaError: naming the field that still does not fit (e.g. a trace id over 128 characters).
     """
     fields["scratchpad"] = fit_text(fields["scratchpad"], SCRATCHPAD_CHARS)
-    fields["intermediate_steps"] = fit_steps(fields.get("intermediate_steps", []), MAX_INTERMEDIATE_STEPS)
+    fields["intermediate_steps"] = fit_steps(fields.get("intermediate_steps", []))
+    fields["tools"] = fit_tools(fields.get("tools", []))
     return validate(StepRecord, fields, where="record")
