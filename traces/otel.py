@@ -1,4 +1,5 @@
-"""OpenTelemetry GenAI spans as traces.
+"""OpenTelemetry spans as step records, trace outcomes and traces: one mapping for span files and
+for the live OTLP receiver (:mod:`rrsi.hub.receiver`).
 
 Accepted files: a JSON list of spans, an object with ``spans``, or an OTLP/JSON export
 (``resourceSpans[].scopeSpans[].spans[]``; ``instrumentationLibrarySpans`` too). A span
@@ -7,49 +8,106 @@ may spell its ids flat (``trace_id``/``traceId``, ``span_id``/``spanId``,
 exporter does (``context.trace_id``); attributes may be a plain mapping or OTLP's
 ``[{key, value: {stringValue: ...}}]``.
 
-Every span with a GenAI attribute becomes one step: its agent is its own
-``gen_ai.agent.name`` or the nearest ancestor's, its parents are the nearest ancestor
-span that is also a step (spans without GenAI attributes are bridged over), ``error.type``
-(or an ERROR status, as ``_OTHER``) is its error code, and ``execute_tool`` spans count as
-tool calls of ``gen_ai.tool.name``. One file may hold several traces.
+:func:`map_spans` turns spans into records. A span that is a step under any of the conventions
+:mod:`rrsi.traces.genai` reads (current and older GenAI conventions, OpenInference) becomes one
+:class:`~rrsi.schema.StepRecord`: its agent is its own or the nearest ancestor's, its parent
+the nearest ancestor span that is also a step (other spans are bridged over), ``error.type``
+(or an ERROR status, as ``_OTHER``) its error code. Spans of the project's own convention add
+what the others have no word for:
+
+| attribute | on | meaning |
+|---|---|---|
+| ``rrsi.error_code`` | a step | its semantic error code (wins over ``error.type``) |
+| ``rrsi.params.version`` | a step or an ancestor | the params version that served it (pull mode) |
+| ``rrsi.task_id`` | a step or an ancestor | the task id (default: the trace id) |
+| ``rrsi.confidence`` | a step | the agent's confidence, 0..1 |
+| ``rrsi.outcome.ok`` | any span | the task's verdict: a :class:`~rrsi.schema.TraceOutcome` |
+| ``rrsi.outcome.error_code``, ``rrsi.outcome.source`` | the same span | its code and source (default ``otel``) |
 
 A user span (its agent is the user, human or system) and the root workflow span (a root that
 other steps hang under, with a workflow operation or no agent of its own) are kept as context
-(:func:`rrsi.traces.agent_names.as_context`): never blamed, their error status counted only
-in the trace's outcome.
+(:func:`rrsi.traces.agent_names.as_context`): never blamed; their error status only fails the
+trace's outcome. A span that cannot be mapped (no agent on it or any ancestor, a value out of
+range) is rejected with the reason; the others still map.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from rrsi.agents.records import make_record
 from rrsi.errors import SchemaError
-from rrsi.schema import StepRecord, Summary, Trace, validate
+from rrsi.schema import CODE_PATTERN, StepRecord, Summary, Trace, TraceOutcome, validate
+from rrsi.traces import genai
 from rrsi.traces.agent_names import AgentNames, as_context, is_context_participant
 from rrsi.traces.loading import LoadError, load_dir, read_json
 from rrsi.traces.whowhen import summarize_message
 
-__all__ = ["OtelTrace", "load_otel", "load_otel_dir", "span_list"]
+__all__ = [
+    "ATTR_ERROR_CODE",
+    "ATTR_PARAMS_VERSION",
+    "ATTR_TASK_ID",
+    "ATTR_CONFIDENCE",
+    "ATTR_OUTCOME_OK",
+    "ATTR_OUTCOME_CODE",
+    "ATTR_OUTCOME_SOURCE",
+    "OtelTrace",
+    "RejectedSpan",
+    "MappedSpans",
+    "map_spans",
+    "load_otel",
+    "load_otel_dir",
+    "span_list",
+]
+
+ATTR_ERROR_CODE = "rrsi.error_code"
+ATTR_PARAMS_VERSION = "rrsi.params.version"
+ATTR_TASK_ID = "rrsi.task_id"
+ATTR_CONFIDENCE = "rrsi.confidence"
+ATTR_OUTCOME_OK = "rrsi.outcome.ok"
+ATTR_OUTCOME_CODE = "rrsi.outcome.error_code"
+ATTR_OUTCOME_SOURCE = "rrsi.outcome.source"
 
 _ID_KEYS = {
     "trace": ("trace_id", "traceId"),
     "span": ("span_id", "spanId"),
     "parent": ("parent_span_id", "parentSpanId", "parent_id", "parentId"),
 }
-_INPUT_KEYS = ("gen_ai.input.messages", "gen_ai.prompt", "input.value")
-_OUTPUT_KEYS = ("gen_ai.output.messages", "gen_ai.completion", "output.value")
 _WORKFLOW_OPS = frozenset({"invoke_workflow", "workflow", "chain"})
+_CODE = re.compile(CODE_PATTERN)
+_Member = tuple[int, dict, dict]  # (index in the span list, span, attributes)
 
 
 @dataclass(frozen=True)
 class OtelTrace:
-    """One trace of a span file and the agent names as the spans spelled them."""
+    """One trace of a span file, the agent names as the spans spelled them, and its verdict if one was given."""
 
     trace: Trace
     agent_names: dict[str, str]
+    outcome: TraceOutcome | None = None
+
+
+@dataclass(frozen=True)
+class RejectedSpan:
+    """A span that did not map, and why (the reason names the span and the field)."""
+
+    index: int
+    span_id: str
+    reason: str
+
+
+@dataclass
+class MappedSpans:
+    """What :func:`map_spans` made of a list of spans, in the order of the spans."""
+
+    records: list[StepRecord] = field(default_factory=list)
+    outcomes: list[TraceOutcome] = field(default_factory=list)
+    rejected: list[RejectedSpan] = field(default_factory=list)
+    agent_names: dict[str, dict[str, str]] = field(default_factory=dict)  # trace id → valid → original name
 
 
 def span_list(data: Any) -> list[dict]:
@@ -80,7 +138,9 @@ def span_list(data: Any) -> list[dict]:
 def _otlp_value(value: Any) -> Any:
     if not isinstance(value, dict):
         return value
-    for key in ("stringValue", "intValue", "doubleValue", "boolValue"):
+    if "intValue" in value:
+        return int(value["intValue"])
+    for key in ("stringValue", "doubleValue", "boolValue"):
         if key in value:
             return value[key]
     if "arrayValue" in value:
@@ -123,120 +183,212 @@ def _seconds(value: Any) -> float | None:
     return number / 1e9 if number > 1e14 else number
 
 
+def _times(span: dict) -> tuple[float, float]:
+    start = _seconds(span.get("startTimeUnixNano", span.get("start_time"))) or 0.0
+    return start, _seconds(span.get("endTimeUnixNano", span.get("end_time"))) or start
+
+
 def _error(span: dict, attrs: dict) -> str | None:
-    if attrs.get("error.type"):
-        return str(attrs["error.type"])
+    for key in (ATTR_ERROR_CODE, "error.type"):
+        if attrs.get(key):
+            return str(attrs[key])
     status = span.get("status") or {}
     code = status.get("code", status.get("status_code")) if isinstance(status, dict) else status
     return "_OTHER" if str(code).upper() in {"2", "ERROR", "STATUS_CODE_ERROR"} else None
 
 
-def _text(attrs: dict, keys: tuple[str, ...]) -> str:
-    return next((v if isinstance(v, str) else repr(v) for k in keys if (v := attrs.get(k)) not in (None, "")), "")
-
-
 def _scratchpad(span: dict, agent: str, attrs: dict, error: str | None) -> str:
-    operation = attrs.get("gen_ai.operation.name") or "span"
-    parts = [f"{agent}: {operation} {span.get('name') or ''}".strip()]
-    if attrs.get("gen_ai.tool.name"):
-        parts.append(f"tool {attrs['gen_ai.tool.name']}")
+    parts = [f"{agent}: {genai.operation(attrs)} {span.get('name') or ''}".strip()]
+    if genai.tool_name(attrs):
+        parts.append(f"tool {genai.tool_name(attrs)}")
     if error:
         message = (span.get("status") or {}).get("message") if isinstance(span.get("status"), dict) else None
         parts.append(f"error {error}" + (f": {message}" if message else ""))
-    output = _text(attrs, _OUTPUT_KEYS)
+    output = genai.output_text(attrs)
     if output:
         parts.append(output)
     return summarize_message("; ".join(parts))
 
 
-def _record(trace_id: str, span_id: str, agent: str, parent: str | None, span: dict, attrs: dict) -> StepRecord:
-    """One GenAI span as a step record (validated with its trace)."""
-    start = _seconds(span.get("startTimeUnixNano", span.get("start_time"))) or 0.0
-    end = _seconds(span.get("endTimeUnixNano", span.get("end_time"))) or start
+def _integer(value: Any) -> Any:
+    """An int from an OTLP int or a digit string; anything else as it came (the schema names it)."""
+    return int(value) if isinstance(value, str) and value.strip().isdigit() else value
+
+
+class _TraceSpans:
+    """The spans of one trace in one batch, linked by their parent ids."""
+
+    def __init__(self, trace_id: str, members: list[_Member], open_parents: bool) -> None:
+        self.trace_id, self.open_parents = trace_id, open_parents
+        self.by_id = {_id(s, "span", i): (i, s, a) for i, s, a in members}
+        self.steps = [sid for sid, (_, _, a) in self.by_id.items() if genai.is_step(a)]
+
+    def parent_id(self, sid: str) -> str | None:
+        i, span, _ = self.by_id[sid]
+        return _id(span, "parent", i, required=False)
+
+    def inherited(self, sid: str, read) -> Any:
+        """The first value ``read(span, attrs)`` gives on the span or its ancestors in this batch."""
+        seen = set()
+        while sid in self.by_id and sid not in seen:
+            seen.add(sid)
+            _, span, attrs = self.by_id[sid]
+            if (value := read(span, attrs)) not in (None, ""):
+                return value
+            sid = self.parent_id(sid)
+        return None
+
+    def parent_step(self, sid: str) -> str | None:
+        """The nearest ancestor that is a step; in an open batch, a parent id outside it (an earlier batch's step)."""
+        steps, seen, parent = set(self.steps), {sid}, self.parent_id(sid)
+        while parent in self.by_id and parent not in seen and parent not in steps:
+            seen.add(parent)
+            parent = self.parent_id(parent)
+        if parent in steps:
+            return parent
+        return parent if self.open_parents and parent not in self.by_id else None
+
+
+def _is_context(span: dict, attrs: dict, root: bool, leads: bool) -> bool:
+    """A user span, or the root workflow span that other steps hang under: context, never blamed."""
+    agent = genai.agent_name(span, attrs)
+    if agent is not None and is_context_participant(agent):
+        return True
+    return root and leads and (genai.operation(attrs).lower() in _WORKFLOW_OPS or agent is None)
+
+
+def _record(spans: _TraceSpans, sid: str, agent: str, parent: str | None) -> StepRecord:
+    """One step span as a validated, fitted step record."""
+    _, span, attrs = spans.by_id[sid]
+    start, end = _times(span)
     error = _error(span, attrs)
-    tool = attrs.get("gen_ai.tool.name")
-    return StepRecord.model_construct(
-        trace_id=trace_id,
-        step_id=span_id,
+    return make_record(
+        trace_id=spans.trace_id,
+        step_id=sid,
         agent=agent,
-        task_id=trace_id,
+        task_id=str(spans.inherited(sid, lambda _s, a: a.get(ATTR_TASK_ID)) or spans.trace_id),
         parents=[parent] if parent else [],
-        input=Summary.of(_text(attrs, _INPUT_KEYS)),
-        output=Summary.of(_text(attrs, _OUTPUT_KEYS)),
-        tool_calls=int(attrs.get("gen_ai.operation.name") == "execute_tool"),
-        tools=[str(tool)] if tool else [],
-        intermediate_steps=[],
+        input=Summary.of(genai.input_text(attrs)),
+        output=Summary.of(genai.output_text(attrs)),
+        tool_calls=genai.tool_calls(attrs),
+        tools=genai.tools_reported(attrs),
         scratchpad=_scratchpad(span, agent, attrs, error),
         execution_time=max(0.0, end - start),
         error_code=error,
-        params_version=0,
+        params_version=_integer(spans.inherited(sid, lambda _s, a: a.get(ATTR_PARAMS_VERSION)) or 0),
         timestamp=max(0.0, start),
+        confidence=attrs.get(ATTR_CONFIDENCE),
     )
 
 
-def _context_span(attrs: dict, root: bool, leads: bool) -> bool:
-    """A user span, or the root workflow span that other steps hang under: context, never blamed."""
-    agent = attrs.get("gen_ai.agent.name")
-    if isinstance(agent, str) and is_context_participant(agent):
-        return True
-    operation = str(attrs.get("gen_ai.operation.name") or "").lower()
-    return root and leads and (operation in _WORKFLOW_OPS or not agent)
-
-
-def _trace(trace_id: str, spans: list[tuple[int, dict, dict]]) -> OtelTrace:
-    by_id = {_id(s, "span", i): (i, s, a) for i, s, a in spans}
-    names = AgentNames()
-
-    def ancestor(span_id: str | None, want) -> Any:
-        seen = set()
-        while span_id in by_id and span_id not in seen:
-            seen.add(span_id)
-            hit = want(*by_id[span_id])
-            if hit is not None:
-                return hit
-            span_id = _id(by_id[span_id][1], "parent", by_id[span_id][0], required=False)
+def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutcome | None:
+    """The verdict a span gives: its ``rrsi.outcome.*`` attributes, or the failure of a context span."""
+    i, span, attrs = member
+    ok = attrs.get(ATTR_OUTCOME_OK)
+    if ok is None and not failed_context:
         return None
+    if isinstance(ok, str) and ok.lower() in ("true", "false"):
+        ok = ok.lower() == "true"
+    code = attrs.get(ATTR_OUTCOME_CODE)
+    if ok is None:  # a failed workflow or user span: the task failed, its code kept when it is a semantic one
+        ok, code = False, (error if (error := _error(span, attrs)) and _CODE.match(error) else None)
+    data = {"trace_id": trace_id, "ok": ok, "error_code": code, "timestamp": _times(span)[1]}
+    data["source"] = attrs.get(ATTR_OUTCOME_SOURCE) or "otel"
+    return validate(TraceOutcome, data, where=f"spans.{i}.attributes")
 
-    is_step = {sid: any(k.startswith("gen_ai.") for k in a) for sid, (_, _, a) in by_id.items()}
 
-    def step_of(i: int, span: dict, _attrs: dict) -> str | None:
-        return _id(span, "span", i) if is_step[_id(span, "span", i)] else None
+def _map_step(spans: _TraceSpans, sid: str, parent: str | None, leads: set, names: AgentNames, out: MappedSpans):
+    i, span, attrs = spans.by_id[sid]
+    root = spans.parent_id(sid) is None
+    context = _is_context(span, attrs, root, sid in leads or (root and spans.open_parents))
+    agent_raw = spans.inherited(sid, genai.agent_name) or (context and span.get("name"))
+    if not agent_raw:
+        reason = f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors"
+        out.rejected.append(RejectedSpan(i, sid, reason))
+        return None
+    try:
+        step = _record(spans, sid, names(str(agent_raw)), parent)
+    except SchemaError as exc:
+        out.rejected.append(RejectedSpan(i, sid, f"spans.{i} ({sid}): {exc}"))
+        return None
+    out.records.append(as_context(step) if context else step)
+    return context and step.failed
 
-    parent_of = {sid: ancestor(_id(s, "parent", i, False), step_of) for sid, (i, s, _) in by_id.items() if is_step[sid]}
-    leads = set(parent_of.values())
-    steps, context_failed = [], False
+
+def _map_trace(spans: _TraceSpans, out: MappedSpans) -> None:
+    parent_of = {sid: spans.parent_step(sid) for sid in spans.steps}
+    leads, names, failed_context = set(parent_of.values()), AgentNames(), set()
     for sid, parent in parent_of.items():
-        i, span, attrs = by_id[sid]
-        context = _context_span(attrs, parent is None, sid in leads)
-        agent_raw = ancestor(sid, lambda _i, _s, a: a.get("gen_ai.agent.name")) or (context and span.get("name"))
-        if not agent_raw:
-            raise SchemaError(f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors")
-        step = _record(trace_id, sid, names(str(agent_raw)), parent, span, attrs)
-        context_failed |= context and step.failed
-        steps.append(as_context(step) if context else step)
-    if not steps:
+        if _map_step(spans, sid, parent, leads, names, out):
+            failed_context.add(sid)
+    verdicts = []
+    for sid, member in spans.by_id.items():
+        try:
+            verdict = _outcome(spans.trace_id, member, sid in failed_context)
+        except SchemaError as exc:
+            out.rejected.append(RejectedSpan(member[0], sid, str(exc)))
+            continue
+        if verdict is not None:
+            verdicts.append((ATTR_OUTCOME_OK in member[2], verdict))
+    if verdicts:  # one verdict per trace: an explicit one over a failed context span's
+        out.outcomes.append(max(verdicts, key=lambda v: v[0])[1])
+    out.agent_names[spans.trace_id] = dict(names.to_original)
+
+
+def map_spans(spans: list[dict], open_parents: bool = False) -> MappedSpans:
+    """Records and verdicts of ``spans`` (any number of traces), and the spans that did not map.
+
+    Args:
+        spans: span objects as :func:`span_list` returns them.
+        open_parents: the spans are one batch of a stream (the receiver's case): a parent id that
+            is not among them is kept as the step's parent (it may be a step of an earlier batch),
+            and a root span counts as one that other steps hang under.
+
+    Raises:
+        SchemaError: a span without a span or trace id, or with attributes of the wrong shape.
+    """
+    grouped: dict[str, list[_Member]] = {}
+    for i, span in enumerate(spans):
+        _id(span, "span", i)
+        grouped.setdefault(_id(span, "trace", i), []).append((i, span, _attributes(span, i)))
+    out = MappedSpans()
+    for trace_id, members in grouped.items():
+        _map_trace(_TraceSpans(trace_id, members, open_parents), out)
+    return out
+
+
+def _trace(trace_id: str, records: list[StepRecord], outcome: TraceOutcome | None, names: dict) -> OtelTrace:
+    if not records:
         raise SchemaError(
-            f"trace {trace_id}: no span carries a gen_ai.* attribute (gen_ai.agent.name, gen_ai.operation.name)"
+            f"trace {trace_id}: no span carries a gen_ai.* attribute (gen_ai.agent.name, gen_ai.operation.name) "
+            "or an openinference.span.kind"
         )
-    steps.sort(key=lambda s: s.timestamp)
-    outcome = "failure" if context_failed or any(s.error_code for s in steps) else "success"
-    data = {"trace_id": trace_id, "steps": [s.model_dump() for s in steps], "outcome": outcome}
-    return OtelTrace(validate(Trace, data, where=f"trace {trace_id}"), dict(names.to_original))
+    steps = sorted(records, key=lambda s: s.timestamp)
+    failed = any(s.failed for s in steps) or (outcome is not None and not outcome.ok)
+    data = {
+        "trace_id": trace_id,
+        "steps": [s.model_dump() for s in steps],
+        "outcome": "failure" if failed else "success",
+    }
+    return OtelTrace(validate(Trace, data, where=f"trace {trace_id}"), names, outcome)
 
 
 def load_otel(path: str | Path) -> list[OtelTrace]:
     """The traces of one span file, in order of first appearance.
 
     Raises:
-        SchemaError: unknown layout, no spans, a span without ids, or a GenAI span whose
-            agent cannot be found; the message names the span and field.
+        SchemaError: unknown layout, no spans, a span without ids, a trace without steps, or a
+            span that does not map (e.g. no agent on it or its ancestors); the message names the
+            span and field.
     """
-    spans = span_list(read_json(path))
-    grouped: dict[str, list[tuple[int, dict, dict]]] = {}
-    for i, span in enumerate(spans):
-        _id(span, "span", i)
-        grouped.setdefault(_id(span, "trace", i), []).append((i, span, _attributes(span, i)))
-    return [_trace(trace_id, members) for trace_id, members in grouped.items()]
+    mapped = map_spans(span_list(read_json(path)))
+    if mapped.rejected:
+        raise SchemaError(mapped.rejected[0].reason)
+    outcomes = {o.trace_id: o for o in mapped.outcomes}
+    return [
+        _trace(t, [r for r in mapped.records if r.trace_id == t], outcomes.get(t), names)
+        for t, names in mapped.agent_names.items()
+    ]
 
 
 def load_otel_dir(directory: str | Path) -> tuple[list[OtelTrace], list[LoadError]]:
