@@ -5,10 +5,13 @@
 - ``hub``: the hub groups failures into incidents, attributes them, reflects jointly and
   updates the agents it holds responsible.
 
-Scoring uses the simulator's ground truth, which never reaches the hub: a trace's roots are
-its failing agents that did not fail by propagation; an agent is a root cause in a round
-when its own parameters (not noise, not propagation) caused at least one failure; an update
-to any other agent is spurious.
+Scoring uses the simulator's ground truth (:mod:`rrsi.sim.ground_truth`), which never reaches
+the hub: a task fails when a step fails visibly or, when the scenario has an ``outcome_check``,
+its answer is defective; a trace's roots are the agents whose own failure, visible or silent,
+is behind that (never an agent that propagated or relayed); an agent is a root cause in a
+round when its own parameters (not noise) caused a root failure; an update to any other agent
+is spurious. With ``outcome_check`` the demo's evaluator reports every task's verdict to the
+hub (``report_outcomes``), as a real evaluator would.
 """
 
 from __future__ import annotations
@@ -26,12 +29,15 @@ from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig
 from rrsi.hub.hub import HUB_NAME, NAMESPACE, get_or_create_hub
 from rrsi.scenario import Scenario
+from rrsi.schema import TraceOutcome
+from rrsi.sim.ground_truth import TraceTruth, trace_truth
 from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
 
-__all__ = ["MODES", "RoundResult", "ModeResult", "PipelineRun", "run_demo"]
+__all__ = ["MODES", "OUTCOME_CODE", "RoundResult", "ModeResult", "PipelineRun", "run_demo"]
 
 MODES = ("none", "independent", "hub")
+OUTCOME_CODE = "TASK_OUTCOME_001"
 
 
 class RoundResult(BaseModel):
@@ -147,24 +153,32 @@ class PipelineRun:
         ray.get([h.discard_failures.remote() for h in self.harnesses.values()])
         return {}, {}
 
+    def _evaluate(self, truths: dict[str, TraceTruth]) -> None:
+        """The evaluator's verdict on every task, sent to the hub (only when the scenario checks outcomes)."""
+        if not self.scenario.outcome_check:
+            return
+        outcomes = [
+            TraceOutcome(trace_id=t, ok=not truth.failed, error_code=OUTCOME_CODE if truth.failed else None)
+            for t, truth in truths.items()
+        ]
+        ray.get(self.hub.report_outcomes.remote([o.model_dump() for o in outcomes]))
+
     def round(self, rnd: int) -> RoundResult:
         traces = self._execute(rnd)
         ray.get([h.flush.remote() for h in self.harnesses.values()])
+        truths = {t: trace_truth(self.scenario, out) for t, out in traces.items()}
+        self._evaluate(truths)
         by_state, predicted = self._adapt()
         updated = by_state.get("promoted", [])
         n = len(traces)
         failed = {t: [a for a, o in out.items() if o["error_code"]] for t, out in traces.items()}
-        causes = {a for out in traces.values() for a, o in out.items() if (o["truth"] or {}).get("cause") == "param"}
-        hits = [
-            predicted[t] in {a for a in agents if traces[t][a]["truth"]["cause"] != "propagated"}
-            for t, agents in failed.items()
-            if agents and t in predicted
-        ]
+        causes = {a for truth in truths.values() for a in truth.param_roots}
+        hits = [predicted[t] in truth.roots for t, truth in truths.items() if truth.failed and t in predicted]
         names = list(self.harnesses)
         drifts = ray.get([self.harnesses[a].drift.remote() for a in names])
         result = RoundResult(
             round=rnd,
-            failure_rate=sum(1 for a in failed.values() if a) / n,
+            failure_rate=sum(1 for truth in truths.values() if truth.failed) / n,
             per_agent={a: sum(1 for f in failed.values() if a in f) / n for a in names},
             updates={
                 "applied": len(updated),

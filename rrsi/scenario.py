@@ -23,6 +23,7 @@ from rrsi.schema import NAME_PATTERN, AgentSpec, ErrorType, ParamSpec, _Model
 __all__ = [
     "ScenarioParam",
     "ScenarioAgent",
+    "Shift",
     "Scenario",
     "load_scenario",
     "parse_scenario",
@@ -63,6 +64,9 @@ class ScenarioAgent(_Model):
     base_error: float = Field(ge=0.0, le=0.95)
     domain_terms: list[str] = Field(default_factory=list)
     params: list[ScenarioParam] = Field(min_length=1)
+    silent: float = Field(default=0.0, ge=0.0, le=1.0)
+    relay: float = Field(default=0.0, ge=0.0, le=1.0)
+    symptom_clarity: float = Field(default=1.0, ge=0.0, le=1.0)
 
     def spec(self) -> AgentSpec:
         return AgentSpec(
@@ -73,12 +77,32 @@ class ScenarioAgent(_Model):
         )
 
 
+class Shift(_Model):
+    """From the start of ``round`` on, the hidden optimum of ``agent``'s ``param`` is ``optimum``."""
+
+    round: int = Field(ge=1)
+    agent: str = Field(pattern=NAME_PATTERN)
+    param: str = Field(min_length=1)
+    optimum: float
+
+
 class Scenario(_Model):
+    """A simulated pipeline; the hard-failure keys (``outcome_check``, ``confidence_signal``, ``shifts``
+    and the agents' ``silent``, ``relay``, ``symptom_clarity``) default to the plain failure model.
+
+    ``confidence_signal`` s > 0 makes every step report a confidence (clean steps Beta(8, 2),
+    defective or failing ones Beta(8 − 6s, 2 + 6s)); at 0 the two would be the same distribution,
+    so steps report none, as in scenarios without the key.
+    """
+
     name: str = Field(min_length=1)
     seed: int = 0
     tasks_per_round: int = Field(default=200, ge=1, le=1_000_000)
     rounds: int = Field(default=15, ge=1, le=10_000)
     propagation: float = Field(default=0.8, ge=0.0, le=1.0)
+    outcome_check: bool = False
+    confidence_signal: float = Field(default=0.0, ge=0.0, le=1.0)
+    shifts: list[Shift] = Field(default_factory=list)
     agents: list[ScenarioAgent] = Field(min_length=1)
 
     def agent(self, name: str) -> ScenarioAgent:
@@ -100,8 +124,23 @@ class Scenario(_Model):
         return [a.spec() for a in self.agents]
 
     def roots(self) -> list[str]:
-        """Agents with at least one param away from its optimum at init: the scenario's planted faults."""
-        return [a.name for a in self.agents if any(p.init != p.optimum for p in a.params)]
+        """The scenario's planted faults: agents with a param away from its optimum at init, or whose
+        optimum shifts."""
+        shifted = {s.agent for s in self.shifts}
+        return [a.name for a in self.agents if a.name in shifted or any(p.init != p.optimum for p in a.params)]
+
+    def sinks(self) -> list[str]:
+        """Agents nothing depends on, in topological order: their outputs are the task's answer."""
+        g = self.graph()
+        return [a for a in self.order() if g.out_degree(a) == 0]
+
+    def optima(self, agent: str, rnd: int) -> dict[str, float]:
+        """The hidden optimum of each of ``agent``'s params in round ``rnd`` (shifts applied in round order)."""
+        optima = {p.name: p.optimum for p in self.agent(agent).params}
+        for s in sorted(self.shifts, key=lambda s: s.round):
+            if s.agent == agent and s.round <= rnd:
+                optima[s.param] = s.optimum
+        return optima
 
 
 def _check_graph(raw: Scenario) -> None:
@@ -120,12 +159,29 @@ def _check_graph(raw: Scenario) -> None:
                 raise ScenarioError(f"agents.{a.name}.depends_on: unknown agent {d!r}; known agents: {names}")
             if d == a.name:
                 raise ScenarioError(f"agents.{a.name}.depends_on: an agent cannot depend on itself")
+    _check_shifts(raw)
     try:
         cycle = nx.find_cycle(raw.graph())
     except nx.NetworkXNoCycle:
         return
     path = " -> ".join([u for u, _ in cycle] + [cycle[0][0]])
     raise ScenarioError(f"agents.{cycle[0][1]}.depends_on: dependency cycle {path}")
+
+
+def _check_shifts(raw: Scenario) -> None:
+    """Every shift names a known agent and param, and moves the optimum inside the param's range."""
+    agents = {a.name: a for a in raw.agents}
+    for i, s in enumerate(raw.shifts):
+        if s.agent not in agents:
+            raise ScenarioError(f"shifts.{i}.agent: unknown agent {s.agent!r}; known agents: {list(agents)}")
+        params = {p.name: p for p in agents[s.agent].params}
+        if s.param not in params:
+            raise ScenarioError(
+                f"shifts.{i}.param: agent {s.agent!r} has no param {s.param!r}; its params: {list(params)}"
+            )
+        p = params[s.param]
+        if not p.low <= s.optimum <= p.high:
+            raise ScenarioError(f"shifts.{i}.optimum: {s.optimum} must lie in [low, high] = [{p.low}, {p.high}]")
 
 
 def _agent_names_in_loc(data: Any, message: str) -> str:

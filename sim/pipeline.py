@@ -7,7 +7,10 @@ longest path from a source has d edges, so all their inputs exist). Agent a's ta
     parents = [d]                for d in a.depends_on
     step_id = a
 
-(each step is named after its agent, so the parents are the upstream step ids). How a
+(each step is named after its agent, so the parents are the upstream step ids); an input is
+the upstream output as :func:`forward` passes it on, with the simulator's hidden defect
+marked beside the output's own keys (harnesses given a ``payload`` never record inputs, so
+the defect never reaches a step record). How a
 level runs is the caller's: in-process harnesses, executors called directly, or harness
 actors, many traces at once. The simulator's draws are a pure function of the task id and
 the inputs, so every way of running a level sees the same failures.
@@ -16,7 +19,6 @@ the inputs, so every way of running a level sees the same failures.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from operator import itemgetter
 from typing import Any
 
 from rrsi.agents.executor import Task
@@ -24,13 +26,26 @@ from rrsi.errors import SchemaError
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.scenario import Scenario
 
-__all__ = ["Pipeline", "RunLevel", "RunStep"]
+__all__ = ["Pipeline", "RunLevel", "RunStep", "DEFECT", "forward"]
+
+DEFECT = "defect"
+"""Key of an input that marks the upstream output as defective (simulator truth, never recorded)."""
 
 RunLevel = Callable[[dict[str, list[Task]]], Mapping[str, Sequence[Any]]]
 """``{agent: [task, …]} -> {agent: [outcome, …]}``, one outcome per task, in order."""
 
 RunStep = Callable[[str, Task], Any]
 """``(agent, task) -> outcome`` for one step."""
+
+
+def forward(outcome: Any) -> Any:
+    """What dependents receive of a step's ``outcome``: its output, marked with :data:`DEFECT` when the
+    step's truth says the output is defective (a silent failure or a relay)."""
+    output = outcome["output"]
+    truth = outcome.get("truth") or {}
+    if truth.get(DEFECT) and isinstance(output, dict):
+        return {**output, DEFECT: True}
+    return output
 
 
 class Pipeline:
@@ -53,7 +68,7 @@ class Pipeline:
         *,
         task_id: Callable[[str], str] | None = None,
         payload: Callable[[str], Any] | None = None,
-        output_of: Callable[[Any], Any] = itemgetter("output"),
+        output_of: Callable[[Any], Any] = forward,
     ) -> dict[str, dict[str, Any]]:
         """Run every trace of ``trace_ids`` through the pipeline, one ``run_level`` call per level.
 
@@ -62,8 +77,8 @@ class Pipeline:
             run_level: runs the tasks of one level (see :data:`RunLevel`).
             task_id: trace id → ``Task.task_id`` (default: the trace id).
             payload: trace id → ``Task.payload`` (default: ``None``).
-            output_of: an outcome's output, fed to downstream inputs (default: ``outcome["output"]``,
-                as :meth:`~rrsi.agents.harness.AgentHarness.run` returns it).
+            output_of: an outcome's output, fed to downstream inputs (default: :func:`forward` of
+                what :meth:`~rrsi.agents.harness.AgentHarness.run` returns).
 
         Returns:
             trace id → agent → outcome, agents in the scenario's topological order.
@@ -87,7 +102,7 @@ class Pipeline:
         *,
         task_id: Callable[[str], str] | None = None,
         payload: Callable[[str], Any] | None = None,
-        output_of: Callable[[Any], Any] = itemgetter("output"),
+        output_of: Callable[[Any], Any] = forward,
     ) -> dict[str, Any]:
         """One trace, one ``run_step`` call per agent; the options are those of :meth:`run_traces`.
 
