@@ -249,16 +249,20 @@ def make_app(store: Store, hub: HubCall, token: str, hosts: set[str] | None, who
     app = web.Application(middlewares=[guard], client_max_size=64 * 1024)
     for key, value in ((STORE, store), (HUB, hub), (SESSIONS, Sessions()), (TOKEN, token), (HOSTS, hosts), (WHO, who)):
         app[key] = value
-    app.router.add_get("/login", login_form)
-    app.router.add_post("/login", login)
-    app.router.add_post("/logout", logout)
-    app.router.add_get("/", incidents)
-    app.router.add_get("/incidents/{incident_id}", incident)
-    app.router.add_get("/agents/{agent}", agent)
-    app.router.add_get("/plans/{plan_id}/{action}", confirm)
-    app.router.add_post("/plans/{plan_id}/{action}", act)
-    app.router.add_post("/api/plans/{plan_id}/{action}", act)
-    app.router.add_get("/api/incidents", api_incidents)
-    app.router.add_get("/api/incidents/{incident_id}", api_incident)
+    app.add_routes(
+        [
+            web.get("/login", login_form),
+            web.post("/login", login),
+            web.post("/logout", logout),
+            web.get("/", incidents),
+            web.get("/incidents/{incident_id}", incident),
+            web.get("/agents/{agent}", agent),
+            web.get("/plans/{plan_id}/{action}", confirm),
+            web.post("/plans/{plan_id}/{action}", act),
+            web.post("/api/plans/{plan_id}/{action}", act),
+            web.get("/api/incidents", api_incidents),
+            web.get("/api/incidents/{incident_id}", api_incident),
+        ]
+    )
     app.router.add_static("/static/", STATIC_DIR)
     return app

@@ -21,21 +21,10 @@ from rrsi.store import Store
 from tests.helpers import DOWN, UP, step
 
 TOKEN = "console-test-token"
-GUARD = {
-    "name": "guard",
-    "domain_terms": ["policy"],
-    "params": [
-        {
-            "name": "tool_call_timeout",
-            "low": 0,
-            "high": 60,
-            "init": 30,
-            "risk": "high",
-            "error_code": "GUARD_TIMEOUT_001",
-            "error_type": "safety",
-        }
-    ],
-}
+# A high-risk agent: its plans wait for a human.
+POLICY = {"name": "policy", "domain_terms": ["content policy"], "params": [
+    {"name": "block_threshold", "low": 0, "high": 1, "init": 0.3, "risk": "high", "error_code": "POLICY_LEAK_001",
+     "error_type": "safety"}]}  # fmt: skip
 
 
 def cascade(i: int, now: float) -> list:
@@ -51,16 +40,16 @@ def cascade(i: int, now: float) -> list:
 
 
 def build_hub(path) -> ReflectionHub:
-    """A hub with a promoted plan (up blamed for down's failures) and a blocked high-risk plan (guard)."""
+    """A hub with a promoted plan (up blamed for down's failures) and a blocked high-risk plan (policy)."""
     hub = ReflectionHub(str(path), {"validation": "none", "approval": "manual"})
-    for spec in (UP, DOWN, GUARD):
+    for spec in (UP, DOWN, POLICY):
         hub.register_agent(spec)
     now = time.time()
     hub.ingest([r for i in range(12) for r in cascade(i, now)])
     hub.analyze()
-    pad = "tool_call_timeout=30 looked too high for the policy"
-    guard = [step(f"g{i}", "g", "guard", "GUARD_TIMEOUT_001", scratchpad=pad, ts=now + 50 + i) for i in range(40)]
-    hub.ingest(guard)
+    pad = "block_threshold=0.3 looked too low for the content policy"
+    leaks = [step(f"p{i}", "p", "policy", "POLICY_LEAK_001", scratchpad=pad, ts=now + 50 + i) for i in range(40)]
+    hub.ingest(leaks)
     hub.analyze()
     return hub
 
@@ -110,7 +99,7 @@ def csrf_of(html: str) -> str:
 
 def test_rows_and_filters(hub):
     rows = incident_rows(hub.store)
-    assert [r.root_agent for r in rows] == ["guard", "up"]  # newest first
+    assert [r.root_agent for r in rows] == ["policy", "up"]  # newest first
     assert [r.incident_id for r in incident_rows(hub.store, IncidentFilter(state="blocked"))] == [rows[0].incident_id]
     assert [r.root_agent for r in incident_rows(hub.store, IncidentFilter(agent="down"))] == ["up"]
     assert [r.error_type for r in incident_rows(hub.store, IncidentFilter(error_type="safety"))] == ["safety"]
@@ -151,7 +140,7 @@ def test_no_token_is_401_and_the_token_logs_in(server):
     status, _, body = request(server, "GET", "/", login(server))
     assert status == 200 and 'id="incidents"' in body
     status, _, body = request(server, "GET", "/api/incidents", {"Authorization": f"Bearer {TOKEN}"})
-    assert status == 200 and '"root_agent": "guard"' in body
+    assert status == 200 and '"root_agent": "policy"' in body
 
 
 def test_foreign_origin_and_host_are_refused(server, hub):
@@ -209,11 +198,11 @@ def test_rollback_in_the_console(server, hub):
 
 
 def test_static_incident_file_needs_no_server(hub, tmp_path):
-    incident = incident_rows(hub.store, IncidentFilter(agent="guard"))[0].incident_id
+    incident = incident_rows(hub.store, IncidentFilter(agent="policy"))[0].incident_id
     out = tmp_path / "incident.html"
     write_incident_html(hub.store, incident, out)
     html = out.read_text()
     assert (
         "<style>" in html and "/static/" not in html and "<form" not in html and "http://" not in html.split("<svg")[0]
     )
-    assert 'id="blamed-agent" class="root">guard<' in html and 'data-param="tool_call_timeout"' in html
+    assert 'id="blamed-agent" class="root">policy<' in html and 'data-param="block_threshold"' in html
