@@ -15,6 +15,10 @@ hub.analyze()
 
 from __future__ import annotations
 
+import json
+import urllib.error
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -22,11 +26,11 @@ import ray
 
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig, default_store_path
-from rrsi.errors import ActorFailure
+from rrsi.errors import ActorFailure, SchemaError, Unauthorized, UnknownAgent
 from rrsi.hub.hub import NAMESPACE, get_or_create_hub
 from rrsi.schema import AgentSpec, ParamSpec, validate
 
-__all__ = ["HubClient", "AgentHandle", "connect"]
+__all__ = ["HubClient", "AgentHandle", "RemoteParams", "connect"]
 
 
 def _call(ref):
@@ -90,6 +94,25 @@ class HubClient:
         ).remote(spec.model_dump(), fn, registry, self.hub)
         return AgentHandle(name, actor)
 
+    def register_pull_agent(
+        self,
+        name: str,
+        params: list[ParamSpec | dict] = (),
+        depends_on: list[str] = (),
+        domain_terms: list[str] = (),
+    ) -> dict:
+        """Register agent ``name`` that runs outside Ray (no harness actor): it pulls its params
+        (:meth:`params_for`, or ``GET /v1/params`` on the receiver) and sends its steps as OTLP spans."""
+        as_dicts = [p if isinstance(p, dict) else p.model_dump() for p in params]
+        fields = dict(name=name, params=as_dicts, depends_on=list(depends_on), domain_terms=list(domain_terms))
+        return _call(self.hub.register_agent.remote(validate(AgentSpec, fields, where="agent").model_dump()))
+
+    def params_for(self, agent: str, task_id: str) -> dict:
+        """Pull mode: ``{agent, task_id, version, params, canary, plan_id}``, the params ``task_id`` runs with
+        (a canary plan's candidate for the tasks in its share, by the harnesses' task-id hash). Report
+        ``version`` as the span attribute ``rrsi.params.version``."""
+        return _call(self.hub.params_for.remote(agent, task_id))
+
     def agent(self, name: str) -> AgentHandle:
         try:
             return AgentHandle(name, ray.get_actor(harness_name(name), namespace=NAMESPACE))
@@ -126,3 +149,37 @@ def connect(
             ray.init(namespace=NAMESPACE, dashboard_host="127.0.0.1")
     path = Path(store) if store else default_store_path()
     return HubClient(get_or_create_hub(str(path), config, detached=detached))
+
+
+class RemoteParams:
+    """Pull mode over HTTP, for an agent that has no Ray: ``GET /v1/params`` on the hub's receiver.
+
+    params = RemoteParams("http://127.0.0.1:4318", token)   # token: rrsi.hub.auth.hub_token()
+    served = params.get("retrieve", task_id)               # {version, params, canary, ...}
+    span.set_attribute("rrsi.params.version", served["version"])
+    """
+
+    def __init__(self, url: str, token: str, timeout_s: float = 10.0) -> None:
+        self.url, self.token, self.timeout_s = url.rstrip("/"), token, timeout_s
+
+    def get(self, agent: str, task_id: str) -> dict:
+        """The params ``task_id`` of ``agent`` runs with.
+
+        Raises:
+            UnknownAgent: the hub has no agent ``agent`` (404).
+            Unauthorized: the token was refused (401).
+            SchemaError: the request was refused as malformed (400).
+            ActorFailure: the receiver or the hub cannot be reached.
+        """
+        query = urllib.parse.urlencode({"agent": agent, "task_id": task_id})
+        request = urllib.request.Request(
+            f"{self.url}/v1/params?{query}", headers={"Authorization": f"Bearer {self.token}"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout_s) as response:
+                return json.loads(response.read())
+        except urllib.error.HTTPError as exc:
+            error = {401: Unauthorized, 404: UnknownAgent, 400: SchemaError}.get(exc.code, ActorFailure)
+            raise error(f"GET /v1/params: {exc.code} {exc.read().decode(errors='replace')}") from None
+        except OSError as exc:
+            raise ActorFailure(f"GET /v1/params: the receiver at {self.url} is unreachable ({exc})") from None

@@ -28,6 +28,7 @@ from rrsi.hub.incident_pipeline import IncidentPipeline
 from rrsi.hub.ingest import Ingestor
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.pull_params import served_params
 from rrsi.hub.reflectors import Reflectors
 from rrsi.hub.views import hub_stats, incident_list, incident_view, sample_rows
 from rrsi.ownership import StoreClaim
@@ -116,6 +117,8 @@ class ReflectionHub:
     def current_params(self, agent: str) -> tuple[int, dict[str, float]]:
         """The last promoted version of an agent's params, or version 0 (its init)."""
         return self.directory.current_params(agent)
+
+    params_for = served_params  # pull mode: (agent, task_id) -> the params serving that task, canary included
 
     @locked
     def analyze(self) -> AnalysisReport:

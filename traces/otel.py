@@ -300,7 +300,8 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
 def _map_step(spans: _TraceSpans, sid: str, parent: str | None, leads: set, names: AgentNames, out: MappedSpans):
     i, span, attrs = spans.by_id[sid]
     root = spans.parent_id(sid) is None
-    context = _is_context(span, attrs, root, sid in leads or (root and spans.open_parents))
+    late_root = root and spans.open_parents and genai.operation(attrs).lower() in _WORKFLOW_OPS  # children came earlier
+    context = _is_context(span, attrs, root, sid in leads or late_root)
     agent_raw = spans.inherited(sid, genai.agent_name) or (context and span.get("name"))
     if not agent_raw:
         reason = f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors"
@@ -342,7 +343,7 @@ def map_spans(spans: list[dict], open_parents: bool = False) -> MappedSpans:
         spans: span objects as :func:`span_list` returns them.
         open_parents: the spans are one batch of a stream (the receiver's case): a parent id that
             is not among them is kept as the step's parent (it may be a step of an earlier batch),
-            and a root span counts as one that other steps hang under.
+            and a root workflow span counts as one that other steps hang under.
 
     Raises:
         SchemaError: a span without a span or trace id, or with attributes of the wrong shape.

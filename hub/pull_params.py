@@ -1,0 +1,43 @@
+"""Pull mode: the params that serve one task of an agent the hub does not host.
+
+An agent that runs outside Ray (its own service, a LangGraph app) asks the hub before each
+task — ``HubClient.params_for(agent, task_id)`` or ``GET /v1/params`` on the receiver — and
+gets what a harness would have run it with: the candidate of a plan in canary when the task
+falls in the canary share by the same task-id hash harnesses use
+(:func:`rrsi.agents.harness.in_canary`), else the last promoted version. The agent reports
+the version it ran with as the span attribute ``rrsi.params.version``
+(:data:`rrsi.traces.otel.ATTR_PARAMS_VERSION`), so canary verdicts, promotions and
+rollbacks count its steps exactly as they count a harness's.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rrsi.agents.harness import in_canary
+from rrsi.errors import SchemaError
+
+if TYPE_CHECKING:
+    from rrsi.hub.hub import ReflectionHub
+
+__all__ = ["served_params"]
+
+
+def served_params(hub: ReflectionHub, agent: str, task_id: str) -> dict:
+    """``{agent, task_id, version, params, canary, plan_id}``: the params ``task_id`` runs with.
+
+    Raises:
+        UnknownAgent: ``agent`` is not registered.
+        SchemaError: ``task_id`` is not a string of 1..128 characters.
+    """
+    if not isinstance(task_id, str) or not 1 <= len(task_id) <= 128:
+        raise SchemaError(f"task_id: expected a string of 1 to 128 characters (got {task_id!r})")
+    version, values = hub.directory.current_params(agent)
+    served = {"agent": agent, "task_id": task_id, "version": version, "params": values, "canary": False}
+    share = hub.config.canary_share
+    for plan in hub.store.plans("canary"):
+        for update in plan.updates:
+            if update.agent == agent and update.version_new is not None and in_canary(task_id, share):
+                served.update(version=update.version_new, params=dict(update.theta_new), canary=True)
+                return {**served, "plan_id": plan.plan_id}
+    return {**served, "plan_id": None}

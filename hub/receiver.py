@@ -1,0 +1,248 @@
+"""The hub's HTTP face for agents that run outside Ray: OTLP/HTTP traces in, pull-mode params out.
+
+    from rrsi.hub import connect
+    from rrsi.hub.receiver import OtlpReceiver
+
+    hub = connect()
+    hub.register_pull_agent("retrieve", params=[...])      # agents must be registered
+    with OtlpReceiver(hub, port=4318) as receiver:          # or: rrsi hub start --otlp 127.0.0.1:4318
+        print(receiver.url)                                 # http://127.0.0.1:4318
+
+Every request carries ``Authorization: Bearer <token>`` with the hub's token
+(:func:`rrsi.hub.auth.hub_token`), else it gets 401. It listens on loopback unless told otherwise.
+
+``POST /v1/traces``: an ``ExportTraceServiceRequest`` in protobuf or JSON
+(:mod:`rrsi.traces.otlp`), mapped by :func:`rrsi.traces.otel.map_spans` — the span-file
+loader's mapping — into step records and trace outcomes. Spans of a registered agent with a
+registered error code (or none) are stored once each, whatever is resent; spans that are no
+agent's step (HTTP, database) are accepted and ignored. A context participant (the user, the
+root workflow span) is registered on first sight as an agent without params, so its step is
+stored with the trace; it is never blamed. The answer follows the OTLP spec: 200 with an empty
+``ExportTraceServiceResponse``, or with ``partial_success`` giving the number of rejected
+spans and the first reasons (no agent on the span, an unregistered agent or code, a value out
+of range); 400 with a ``google.rpc.Status`` naming the field for a payload that is not a
+request (nothing is stored); 415 for an encoding OTLP/HTTP does not define; 503 when the hub
+cannot be reached (the exporter retries). A span whose agent is named only on an ancestor
+must arrive in the ancestor's request (the SDK's ``BatchSpanProcessor`` sends a trace's
+spans together); a parent from an earlier request is kept as the step's parent.
+
+``GET /v1/params?agent=A&task_id=T``: pull mode (:mod:`rrsi.hub.pull_params`): JSON
+``{agent, task_id, version, params, canary, plan_id}``; 400 without ``agent`` or
+``task_id``, 404 for an unregistered agent. The agent sets ``rrsi.params.version`` on its
+spans to the ``version`` it ran with.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from aiohttp import web
+
+from rrsi.errors import NotFound, RRSIError, SchemaError, UserError
+from rrsi.hub.auth import hub_token, token_matches
+from rrsi.schema import StepRecord
+from rrsi.traces.agent_names import is_context_step
+from rrsi.traces.otel import map_spans
+from rrsi.traces.otlp import UnsupportedEncoding, decode_request, encode_response, encode_status, media_type
+
+__all__ = ["OtlpReceiver", "SpanIntake", "Accepted"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 32 * 2**20
+_REASONS_SHOWN = 5
+_GRPC_INVALID_ARGUMENT, _GRPC_UNAUTHENTICATED, _GRPC_UNAVAILABLE = 3, 16, 14
+
+
+class Accepted(dict):
+    """What one request did: ``stored`` records, ``outcomes`` stored, ``rejected`` spans and ``reasons``."""
+
+
+class SpanIntake:
+    """Maps spans and hands the hub what it can take; counts and explains the rest.
+
+    Args:
+        hub: anything with the hub's methods, called synchronously: a :class:`~rrsi.hub.client.HubClient`
+            or an in-process :class:`~rrsi.hub.hub.ReflectionHub`.
+    """
+
+    def __init__(self, hub: Any) -> None:
+        self.hub = hub
+
+    def _refusal(self, record: StepRecord, agents: set[str], codes: set[str]) -> str | None:
+        if record.agent not in agents:
+            return f"agent {record.agent!r} is not registered with the hub (register it first: register_pull_agent)"
+        if record.error_code is not None and record.error_code not in codes:
+            return (
+                f"error code {record.error_code!r} is not registered (declare it as a param's error_code, "
+                "or set rrsi.error_code to a registered one)"
+            )
+        return None
+
+    def _ingest(self, records: list[StepRecord], reasons: list[str]) -> int:
+        """One batch; when the hub refuses it (registration changed meanwhile), one record at a time."""
+        try:
+            return self.hub.ingest([r.model_dump() for r in records]) if records else 0
+        except UserError:
+            stored = 0
+            for r in records:
+                try:
+                    stored += self.hub.ingest([r.model_dump()])
+                except UserError as exc:
+                    reasons.append(f"span {r.step_id}: {exc}")
+            return stored
+
+    def accept(self, spans: list[dict]) -> Accepted:
+        """Store what maps; a malformed batch raises SchemaError before anything is stored."""
+        mapped = map_spans(spans, open_parents=True)
+        reasons = [r.reason for r in mapped.rejected]
+        agents = {a["name"] for a in self.hub.agents()}
+        for name in sorted({r.agent for r in mapped.records if is_context_step(r)} - agents):
+            self.hub.register_agent({"name": name})  # a user or workflow span: a participant, never blamed
+            agents.add(name)
+        codes = {c["code"] for c in self.hub.registry_entries()}
+        records = []
+        for record in mapped.records:
+            why = self._refusal(record, agents, codes)
+            if why is None:
+                records.append(record)
+            else:
+                reasons.append(f"span {record.step_id}: {why}")
+        stored = self._ingest(records, reasons)
+        outcomes = self.hub.report_outcomes([o.model_dump() for o in mapped.outcomes]) if mapped.outcomes else 0
+        return Accepted(stored=stored, outcomes=outcomes, rejected=len(reasons), reasons=reasons)
+
+
+def _message(accepted: Accepted) -> str:
+    reasons = accepted["reasons"]
+    more = f" (and {len(reasons) - _REASONS_SHOWN} more)" if len(reasons) > _REASONS_SHOWN else ""
+    return f"{len(reasons)} spans rejected: " + "; ".join(reasons[:_REASONS_SHOWN]) + more if reasons else ""
+
+
+class OtlpReceiver:
+    """An aiohttp server in a background thread (``rrsi-otlp``) in front of a hub.
+
+    Args:
+        hub: the hub's methods, called synchronously (see :class:`SpanIntake`).
+        host: interface to listen on (default loopback).
+        port: TCP port (4318 is OTLP/HTTP's; 0 picks a free one, see :attr:`port` after :meth:`start`).
+        token: the bearer token requests must carry (default :func:`~rrsi.hub.auth.hub_token`).
+    """
+
+    def __init__(self, hub: Any, host: str = "127.0.0.1", port: int = 4318, token: str | None = None) -> None:
+        self.intake, self.host, self.port = SpanIntake(hub), host, port
+        self.hub = hub
+        self.token = token or hub_token()
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rrsi-otlp-hub")
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._stop: asyncio.Event | None = None
+        self._ready = threading.Event()
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    def _app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._auth])
+        app.router.add_post("/v1/traces", self._traces)
+        app.router.add_get("/v1/params", self._params)
+        return app
+
+    @web.middleware
+    async def _auth(self, request: web.Request, handler):
+        if token_matches(request.headers.get("Authorization"), self.token):
+            return await handler(request)
+        body = json.dumps({"code": _GRPC_UNAUTHENTICATED, "message": "Authorization: expected 'Bearer <hub token>'"})
+        return web.Response(
+            status=401, text=body, content_type="application/json", headers={"WWW-Authenticate": "Bearer"}
+        )
+
+    async def _call(self, fn, *args):
+        return await asyncio.get_running_loop().run_in_executor(self._pool, fn, *args)
+
+    async def _traces(self, request: web.Request) -> web.Response:
+        try:
+            kind = media_type(request.headers.get("Content-Type"))
+            spans = decode_request(await request.read(), kind)
+        except UnsupportedEncoding as exc:
+            return web.Response(status=415, text=str(exc))
+        except SchemaError as exc:
+            return self._status(400, kind, _GRPC_INVALID_ARGUMENT, str(exc))
+        try:
+            accepted = await self._call(self.intake.accept, spans)
+        except SchemaError as exc:
+            return self._status(400, kind, _GRPC_INVALID_ARGUMENT, str(exc))
+        except RRSIError as exc:
+            log.warning("OTLP receiver: the hub did not take %d spans: %s", len(spans), exc)
+            return self._status(503, kind, _GRPC_UNAVAILABLE, f"hub unavailable: {exc}")
+        body = encode_response(kind, accepted["rejected"], _message(accepted))
+        return web.Response(status=200, body=body, content_type=kind)
+
+    @staticmethod
+    def _status(http: int, kind: str, code: int, message: str) -> web.Response:
+        return web.Response(status=http, body=encode_status(kind, code, message), content_type=kind)
+
+    async def _params(self, request: web.Request) -> web.Response:
+        agent, task_id = request.query.get("agent"), request.query.get("task_id")
+        missing = [k for k, v in (("agent", agent), ("task_id", task_id)) if not v]
+        if missing:
+            return web.json_response({"error": f"{missing[0]}: missing (GET /v1/params?agent=A&task_id=T)"}, status=400)
+        try:
+            return web.json_response(await self._call(self.hub.params_for, agent, task_id))
+        except NotFound as exc:
+            return web.json_response({"error": str(exc)}, status=404)
+        except UserError as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except RRSIError as exc:
+            return web.json_response({"error": f"hub unavailable: {exc}"}, status=503)
+
+    def _serve(self) -> None:
+        loop = self._loop = asyncio.new_event_loop()
+        self._stop = asyncio.Event()
+        runner = web.AppRunner(self._app(), access_log=None)
+        try:
+            loop.run_until_complete(runner.setup())
+            loop.run_until_complete(web.TCPSite(runner, self.host, self.port).start())
+            self.port = runner.addresses[0][1]
+        except OSError as exc:
+            self._error = exc
+        self._ready.set()
+        if self._error is None:
+            loop.run_until_complete(self._stop.wait())
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    def start(self) -> OtlpReceiver:
+        """Listen; returns once the port is bound.
+
+        Raises:
+            UserError: the address cannot be bound (in use, or not an address of this machine).
+        """
+        self._thread = threading.Thread(target=self._serve, name="rrsi-otlp", daemon=True)
+        self._thread.start()
+        self._ready.wait()
+        if self._error is not None:
+            self._pool.shutdown()
+            raise UserError(f"--otlp: cannot listen on {self.host}:{self.port} ({self._error})") from None
+        log.info("OTLP receiver on %s (POST /v1/traces, GET /v1/params)", self.url)
+        return self
+
+    def stop(self) -> None:
+        """Stop listening and wait for the server thread and the hub calls in flight."""
+        if self._thread is not None and self._thread.is_alive() and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join()
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> OtlpReceiver:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
