@@ -18,6 +18,7 @@ import ray
 
 from rrsi.agents.harness import node_resources
 from rrsi.config import HubConfig
+from rrsi.heap import settle_heap
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.analysis_loop import AnalysisLoop, locked
 from rrsi.hub.analysis_pass import AnalysisPass
@@ -78,6 +79,8 @@ class ReflectionHub:
         self._lock = threading.RLock()
         self._loop: AnalysisLoop | None = None
         self._loop_lock = threading.Lock()
+        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+            settle_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
 
     @locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
@@ -90,17 +93,15 @@ class ReflectionHub:
     def registry_entries(self) -> list[dict]:
         return self.directory.codes.to_list()
 
-    @locked
     def ingest(self, records: list[StepRecord | dict]) -> int:
-        """Validate every record, then store them all; a bad record rejects the batch unchanged."""
+        """Validate every record, then store them all; a bad record rejects the batch unchanged. Ingest
+        never waits for an analysis pass (the queue it feeds has its own lock)."""
         return self.intake.ingest(records)
 
-    @locked
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         return self.intake.ingest_json(batch)
 
-    @locked
     def report_outcomes(self, outcomes: list[TraceOutcome | dict]) -> int:
         """Store end-of-task verdicts (evaluator, user, test); a failed one queues its trace for analysis."""
         return self.intake.report_outcomes(outcomes)
