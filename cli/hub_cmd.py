@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rrsi.cli import lazy
+from rrsi.cli import lazy, otlp_cmd
 from rrsi.cli.options import add_address, add_num_cpus, add_store, console, existing_store, init_ray, positive_int
 from rrsi.config import HubConfig
 from rrsi.errors import StoreOwned, UserError
@@ -90,6 +90,7 @@ def run_hub_start(args: argparse.Namespace) -> int:
             "--detached: a detached hub needs a cluster that outlives this command; pass --address "
             "(e.g. after `ray start --head`)"
         )
+    otlp_cmd.refuse_detached(args)
     config = _start_config(args)
     init_ray(args.address, args.num_cpus)
     owner = store_owner(args.store)
@@ -103,12 +104,15 @@ def run_hub_start(args: argparse.Namespace) -> int:
     )
     if args.detached:
         return 0
+    server = otlp_cmd.beside_hub(args, hub)
     console.print("[dim]serving until Ctrl-C[/dim]")
     try:
         while True:
             time.sleep(3600)
     except KeyboardInterrupt:
         lazy.ray.get(hub.stop_loop.remote())
+    finally:
+        otlp_cmd.stop(server)
     return 0
 
 
@@ -246,6 +250,7 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
 def _register_hub(subparsers: argparse._SubParsersAction) -> None:
     hub = subparsers.add_parser("hub", help="run or inspect the hub service").add_subparsers(dest="what", required=True)
     _register_start(hub)
+    otlp_cmd.add_otlp_option(hub.choices["start"])
     status = hub.add_parser(
         "status", help="counts of agents, records, incidents, plans, dead letters; the analysis loop's health"
     )

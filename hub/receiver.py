@@ -94,7 +94,7 @@ class SpanIntake:
                 try:
                     stored += self.hub.ingest([r.model_dump()])
                 except UserError as exc:
-                    reasons.append(f"span {r.step_id}: {exc}")
+                    reasons.append(f"span {r.step_id}: {_reason(exc)}")
             return stored
 
     def accept(self, spans: list[dict]) -> Accepted:
@@ -118,10 +118,15 @@ class SpanIntake:
         return Accepted(stored=stored, outcomes=outcomes, rejected=len(reasons), reasons=reasons)
 
 
+def _reason(exc: Exception) -> str:
+    """The error's own message: an error raised in the hub actor carries Ray's traceback before it."""
+    return str(exc).strip().splitlines()[-1]
+
+
 def _message(accepted: Accepted) -> str:
-    reasons = accepted["reasons"]
-    more = f" (and {len(reasons) - _REASONS_SHOWN} more)" if len(reasons) > _REASONS_SHOWN else ""
-    return f"{len(reasons)} spans rejected: " + "; ".join(reasons[:_REASONS_SHOWN]) + more if reasons else ""
+    reasons, n = accepted["reasons"], len(accepted["reasons"])
+    more = f" (and {n - _REASONS_SHOWN} more)" if n > _REASONS_SHOWN else ""
+    return f"{n} span{'s' * (n != 1)} rejected: " + "; ".join(reasons[:_REASONS_SHOWN]) + more if reasons else ""
 
 
 class OtlpReceiver:
@@ -178,7 +183,7 @@ class OtlpReceiver:
         try:
             accepted = await self._call(self.intake.accept, spans)
         except SchemaError as exc:
-            return self._status(400, kind, _GRPC_INVALID_ARGUMENT, str(exc))
+            return self._status(400, kind, _GRPC_INVALID_ARGUMENT, _reason(exc))
         except RRSIError as exc:
             log.warning("OTLP receiver: the hub did not take %d spans: %s", len(spans), exc)
             return self._status(503, kind, _GRPC_UNAVAILABLE, f"hub unavailable: {exc}")
@@ -197,11 +202,11 @@ class OtlpReceiver:
         try:
             return web.json_response(await self._call(self.hub.params_for, agent, task_id))
         except NotFound as exc:
-            return web.json_response({"error": str(exc)}, status=404)
+            return web.json_response({"error": _reason(exc)}, status=404)
         except UserError as exc:
-            return web.json_response({"error": str(exc)}, status=400)
+            return web.json_response({"error": _reason(exc)}, status=400)
         except RRSIError as exc:
-            return web.json_response({"error": f"hub unavailable: {exc}"}, status=503)
+            return web.json_response({"error": f"hub unavailable: {_reason(exc)}"}, status=503)
 
     def _serve(self) -> None:
         loop = self._loop = asyncio.new_event_loop()

@@ -244,3 +244,19 @@ def test_a_port_in_use_is_a_user_error(hub, receiver):
 
     with pytest.raises(UserError, match="cannot listen"):
         OtlpReceiver(hub, port=receiver.port, token=TOKEN).start()
+
+
+def test_the_otlp_option_parses_host_and_port_and_refuses_a_detached_hub():
+    import argparse
+
+    from rrsi.cli.otlp_cmd import otlp_address, refuse_detached
+    from rrsi.errors import UserError
+
+    assert otlp_address("127.0.0.1:4318") == ("127.0.0.1", 4318)
+    assert otlp_address(":4318") == ("127.0.0.1", 4318)
+    assert otlp_address("[::1]:4318") == ("::1", 4318)
+    for bad in ("4318", "host:", "host:99999", "host:http"):
+        with pytest.raises(argparse.ArgumentTypeError, match="HOST:PORT"):
+            otlp_address(bad)
+    with pytest.raises(UserError, match="--otlp"):
+        refuse_detached(argparse.Namespace(otlp=("127.0.0.1", 4318), detached=True))
