@@ -19,7 +19,7 @@ from typing import Any
 
 from rich.table import Table
 
-from rrsi.cli import lazy, otlp_cmd
+from rrsi.cli import console_cmd, lazy, otlp_cmd
 from rrsi.cli.options import add_address, add_num_cpus, add_store, console, existing_store, init_ray, positive_int
 from rrsi.config import HubConfig
 from rrsi.errors import StoreOwned, UserError
@@ -90,6 +90,7 @@ def run_hub_start(args: argparse.Namespace) -> int:
             "--detached: a detached hub needs a cluster that outlives this command; pass --address "
             "(e.g. after `ray start --head`)"
         )
+    console_cmd.refuse_detached(args)
     otlp_cmd.refuse_detached(args)
     config = _start_config(args)
     init_ray(args.address, args.num_cpus)
@@ -104,6 +105,7 @@ def run_hub_start(args: argparse.Namespace) -> int:
     )
     if args.detached:
         return 0
+    web = console_cmd.beside_hub(args, hub)
     server = otlp_cmd.beside_hub(args, hub)
     console.print("[dim]serving until Ctrl-C[/dim]")
     try:
@@ -113,11 +115,13 @@ def run_hub_start(args: argparse.Namespace) -> int:
         lazy.ray.get(hub.stop_loop.remote())
     finally:
         otlp_cmd.stop(server)
+        console_cmd.stop(web)
     return 0
 
 
 def run_hub_status(args: argparse.Namespace) -> int:
     _print_json(_hub_for(args)("stats"))
+    console.print(console_cmd.console_link(args.store))
     return 0
 
 
@@ -173,6 +177,8 @@ def run_incidents_list(args: argparse.Namespace) -> int:
 
 
 def run_incidents_show(args: argparse.Namespace) -> int:
+    if args.html:
+        return console_cmd.write_html(args)
     _print_json(_hub_for(args)("incident_view", args.incident_id))
     return 0
 
@@ -251,6 +257,7 @@ def _register_hub(subparsers: argparse._SubParsersAction) -> None:
     hub = subparsers.add_parser("hub", help="run or inspect the hub service").add_subparsers(dest="what", required=True)
     _register_start(hub)
     otlp_cmd.add_otlp_option(hub.choices["start"])
+    console_cmd.add_console_options(hub.choices["start"], "console-")
     status = hub.add_parser(
         "status", help="counts of agents, records, incidents, plans, dead letters; the analysis loop's health"
     )
@@ -282,6 +289,7 @@ def _register_views(subparsers: argparse._SubParsersAction) -> None:
     _add_hub_source(listing, run_incidents_list)
     show = incidents.add_parser("show", help="steps, blame, joint reflection, plan and state of one incident")
     show.add_argument("incident_id")
+    show.add_argument("--html", metavar="OUT", help="write the incident page as one static HTML file instead")
     _add_hub_source(show, run_incidents_show)
     rollback = subparsers.add_parser("rollback", help="roll back a promoted plan")
     rollback.add_argument("plan_id")

@@ -8,9 +8,16 @@ from pathlib import Path
 
 from rrsi.hub.console.pages import incident_page
 from rrsi.hub.console.render import incident_html
-from rrsi.hub.console.server import DEFAULT_PORT, ConsoleServer
+from rrsi.hub.console.server import DEFAULT_PORT, ConsoleServer, running_console
 
-__all__ = ["ConsoleServer", "DEFAULT_PORT", "incident_page", "incident_html", "write_incident_html"]
+__all__ = [
+    "ConsoleServer",
+    "DEFAULT_PORT",
+    "running_console",
+    "incident_page",
+    "incident_html",
+    "write_incident_html",
+]
 
 
 def write_incident_html(store, incident_id: str, out) -> None:

@@ -7,6 +7,7 @@ then answer whoever reaches that address (with the token still required).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import socket
@@ -21,11 +22,26 @@ from rrsi.hub.console.app import HubCall, make_app
 from rrsi.hub.console.sessions import LOOPBACK, allowed_hosts
 from rrsi.store import Store
 
-__all__ = ["ConsoleServer", "DEFAULT_PORT"]
+__all__ = ["ConsoleServer", "DEFAULT_PORT", "running_console"]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_PORT = 8266
+NOTE_SUFFIX = ".console"  # <store>.console: the URL of the console serving that store, while it runs
+
+
+def _note(store_path: str | Path) -> Path:
+    return Path(f"{store_path}{NOTE_SUFFIX}")
+
+
+def running_console(store_path: str | Path) -> str | None:
+    """The URL of the console serving ``store_path`` on this machine, if one is running."""
+    try:
+        note = json.loads(_note(store_path).read_text())
+        os.kill(int(note["pid"]), 0)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return note.get("url")
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -92,6 +108,8 @@ class ConsoleServer:
         self._loop.run_until_complete(self._start())
         self._thread = threading.Thread(target=self._loop.run_forever, name="rrsi-console", daemon=True)
         self._thread.start()
+        if self.store.path != ":memory:":
+            _note(self.store.path).write_text(json.dumps({"url": self.url, "pid": os.getpid()}))
         return self.url
 
     def stop(self) -> None:
@@ -101,6 +119,7 @@ class ConsoleServer:
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(10)
             self._thread = None
+            _note(self.store.path).unlink(missing_ok=True)
         self._loop.close()
         self._sock.close()
         self.store.close()

@@ -34,6 +34,7 @@ ADDRESS_COMMANDS = {
     "approve",
     "reject",
     "hub start",
+    "console",
     "hub status",
     "hub samples",
     "hub dead-letters",

@@ -1,0 +1,147 @@
+"""``rrsi console``: the incident console, a local web page over the hub's store, on the command line.
+
+The console reads the store at ``--store`` and sends approve / reject / rollback where ``rrsi
+approve`` / ``reject`` / ``rollback`` send them: the hub actor at ``--address``, else the live hub
+that owns the store, else the store itself (opened for the one call). ``rrsi hub start --console``
+serves it beside the hub it starts (:func:`start_console`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from rrsi.cli import hub_cmd, lazy
+from rrsi.cli.options import add_address, add_store, console, existing_store, init_ray
+from rrsi.errors import UserError
+from rrsi.ownership import store_owner
+from rrsi.store import Store
+
+__all__ = [
+    "register",
+    "run_console",
+    "add_console_options",
+    "start_console",
+    "hub_call",
+    "refuse_detached",
+    "beside_hub",
+    "console_link",
+    "stop",
+    "write_html",
+]
+
+web_console = lazy.LazyModule("rrsi.hub.console")  # aiohttp, jinja2 and the hub's models: ~2 s, not for `rrsi --help`
+auth = lazy.LazyModule("rrsi.hub.auth")
+DEFAULT_PORT = 8266
+
+
+def _in_process(store):
+    """``call(method, *args)`` on a hub opened on ``store`` for that one call, then closed: the console
+    must not hold the store, or ``rrsi hub start`` on it would be refused."""
+
+    def call(method: str, *args):
+        hub = lazy.hub.ReflectionHub(str(store))
+        try:
+            return getattr(hub, method)(*args)
+        finally:
+            hub.close()
+
+    return call
+
+
+def hub_call(args: argparse.Namespace):
+    """The hub that ``rrsi approve`` would ask, looked up at each call (a hub may start or stop meanwhile)."""
+
+    def call(method: str, *a):
+        if args.address or store_owner(args.store) is not None:
+            return hub_cmd._hub_for(args)(method, *a)
+        return _in_process(args.store)(method, *a)
+
+    return call
+
+
+def start_console(args: argparse.Namespace, call):
+    """Serve the console for ``args`` (``--store``, ``--host``, ``--port``) in a background thread; print where."""
+    host = args.host or "127.0.0.1"
+    if args.host:
+        console.print(f"[yellow]warning:[/yellow] the console listens on {host}: reachable beyond this machine")
+    server = web_console.ConsoleServer(args.store, call, host=host, port=args.port, token=auth.hub_token())
+    url = server.start()
+    console.print(
+        f"incident console at {url}; log in with the hub token ($RRSI_HUB_TOKEN, Ray's auth token, "
+        f"or the one in {auth.token_path()})"
+    )
+    return server
+
+
+def refuse_detached(args: argparse.Namespace) -> None:
+    """``rrsi hub start --console --detached`` would serve the console from a command that returns at once."""
+    if args.console and args.detached:
+        raise UserError("--console: a detached hub outlives this command, its console would not; run `rrsi console`")
+
+
+def beside_hub(args: argparse.Namespace, hub):
+    """The console of ``rrsi hub start --console``, acting on the hub actor it started (None without --console)."""
+    if not args.console:
+        return None
+    return start_console(args, lambda method, *a: lazy.ray.get(getattr(hub, method).remote(*a)))
+
+
+def stop(server) -> None:
+    """Stop the console :func:`beside_hub` started, if any."""
+    if server is not None:
+        server.stop()
+
+
+def console_link(store) -> str:
+    """The line ``rrsi hub status`` prints about the console of ``store``."""
+    url = web_console.running_console(store)
+    return f"incident console: {url}" if url else f"incident console: not running (rrsi console --store {store})"
+
+
+def write_html(args: argparse.Namespace) -> int:
+    """``rrsi incidents show ID --html OUT``: the incident page as one static file, read from ``--store``."""
+    store = Store(existing_store(args))
+    try:
+        web_console.write_incident_html(store, args.incident_id, args.html)
+    finally:
+        store.close()
+    console.print(f"incident {args.incident_id} written to {args.html}")
+    return 0
+
+
+def run_console(args: argparse.Namespace) -> int:
+    existing_store(args)
+    if args.address:
+        init_ray(args.address)
+    server = start_console(args, hub_call(args))
+    console.print("[dim]serving until Ctrl-C[/dim]")
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
+
+
+def add_console_options(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--port`` and ``--host``; with ``prefix`` (``rrsi hub start``) also ``--console``, and the two prefixed."""
+    if prefix:
+        parser.add_argument("--console", action="store_true", help="serve the incident console beside the hub")
+    parser.add_argument(f"--{prefix}port", dest="port", type=int, default=DEFAULT_PORT, help="TCP port (8266)")
+    parser.add_argument(
+        f"--{prefix}host",
+        dest="host",
+        help="listen on this address instead of 127.0.0.1 (exposes the console beyond this machine)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``rrsi console [--address ADDR] [--store PATH] [--port 8266] [--host HOST]``."""
+    parser = subparsers.add_parser("console", help="the incident console: a local web page for incidents and approvals")
+    add_store(parser)
+    add_address(parser, "read --store and act on the live hub that owns it, or on the store")
+    add_console_options(parser)
+    parser.set_defaults(func=run_console)
