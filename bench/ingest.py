@@ -89,7 +89,9 @@ def main() -> None:
     for name, secs in [("raw sqlite executemany (no validation)", base), ("hub.ingest_json in-process", local)]:
         print(f"{name:44}{n / secs:12,.0f}{base / secs:9.2f}")
     print(f"{'hub actor ingest_json via Ray':44}{(n - b) / remote:12,.0f}{base * (n - b) / n / remote:9.2f}")
-    print(f"target >= 20,000/s batched: {'met' if (n - b) / remote >= 20_000 else 'NOT met'} (through the actor)")
+    target = 50_000
+    verdict = "met" if (n - b) / remote >= target else "NOT met"
+    print(f"target >= {target:,}/s through the hub actor on 2 cores: {verdict}")
 
 
 if __name__ == "__main__":
