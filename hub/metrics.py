@@ -122,15 +122,15 @@ class HubMetrics:
         analysis errors so far and the store's dead letters: gauges set at every pass, a heartbeat with
         the count of passes and the time of the last one."""
         m = self._get()
+        window, self._window = self._window, {}  # ingest keeps counting (from other threads) into the new one
         if m is not None:
             m["passes"].inc()
             m["last_pass"].set(time.time())
-            for agent, (steps, failed) in self._window.items():
+            for agent, (steps, failed) in list(window.items()):
                 m["error_rate"].set(failed / steps if steps else 0.0, tags={"agent": agent})
             for stage, n in self._errors.items():
                 m["analysis_errors"].set(n, tags={"stage": stage})
             m["dead_letters"].set(dead_letters)
-        self._window = {}
 
     def incident(self, attribution_s: float) -> None:
         if (m := self._get()) is not None:
