@@ -1,15 +1,19 @@
-"""Evaluation of attribution: k-fold cross-validation on Who&When.
+"""Evaluation of attribution: nested k-fold cross-validation on Who&When, and the transfer test.
 
 Who&When scores agent-level and step-level accuracy two ways side by side: exact match and
 the benchmark's official rule (right when the true value is a substring of the predicted
-one, e.g. true step ``1`` counts for predicted ``12``). Every method sees the same folds;
-the label-free baselines ignore the training folds, the name prior learns from them only.
-Nothing reads the question's ``ground_truth`` answer.
+one, e.g. true step ``1`` counts for predicted ``12``). Every method sees the same outer
+folds. The real-log model chooses its config by cross-validation inside each outer training
+fold (:func:`rrsi.graph.log_training.train_log_model`), so no choice sees the test fold; the
+label-free baselines ignore the training folds, the name prior learns from them only. The
+model trained on a fold's originals also scores the fold's logs rewritten as another system
+writes them (:mod:`rrsi.graph.log_transfer`). Nothing reads the question's ``ground_truth``.
 """
 
 from __future__ import annotations
 
 import random
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,21 +21,24 @@ from pathlib import Path
 
 import numpy as np
 
-from rrsi.errors import UserError
-from rrsi.graph.attribution import AttributionModel
-from rrsi.graph.embedding import Embedder, default_embedder
+from rrsi.graph.embedding import Embedder
 from rrsi.graph.gnn import GNNConfig
 from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
+from rrsi.graph.log_features import log_features
+from rrsi.graph.log_model import LogAttributionModel
+from rrsi.graph.log_training import kfold, log_embedder, train_log_model
+from rrsi.graph.log_transfer import rewrite_dir
 from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
 
 __all__ = [
     "Prediction",
     "MethodScores",
-    "kfold",
     "official_match",
     "whowhen_baselines",
     "evaluate_whowhen",
     "WHOWHEN_METRICS",
+    "kfold",
+    "log_model_predictions",
 ]
 
 WHOWHEN_METRICS = ("agent_exact", "agent_official", "step_exact", "step_official")
@@ -67,25 +74,9 @@ class MethodScores:
         return {m: (float(np.mean(v)), float(np.std(v, ddof=1)) if len(v) > 1 else 0.0) for m, v in self.folds.items()}
 
 
-def kfold(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
-    """``folds`` disjoint test index sets covering ``range(n)`` after a seeded shuffle.
-
-    Raises:
-        UserError: fewer than 2 folds or more folds than items.
-    """
-    if not 2 <= folds <= n:
-        raise UserError(f"folds: need 2 ≤ folds ≤ number of logs ({n}) (got {folds})")
-    order = np.random.default_rng(seed).permutation(n)
-    return [np.sort(part) for part in np.array_split(order, folds)]
-
-
 def official_match(true: str, predicted: str) -> bool:
     """Who&When's scorer: right when the true value is a substring of the predicted one."""
     return true in predicted
-
-
-def _index(step_id: str) -> int:
-    return int(step_id.rsplit("-", 1)[1])
 
 
 def _speakers(log: WhoWhenLog) -> list[str]:
@@ -104,6 +95,11 @@ def _random(log: WhoWhenLog, seed: int) -> Prediction:
     rng = random.Random(f"{seed}:{log.name}")
     steps = log.trace.steps
     return Prediction(log.original_agent(rng.choice(sorted({s.agent for s in steps}))), rng.randrange(len(steps)))
+
+
+def _first_blameable(log: WhoWhenLog) -> Prediction:
+    step = log.blameable[0] if log.blameable else 0
+    return Prediction(log.original_agent(log.trace.steps[step].agent), step)
 
 
 def _most_frequent(log: WhoWhenLog) -> Prediction:
@@ -132,57 +128,99 @@ def whowhen_baselines(train: Sequence[WhoWhenLog], seed: int) -> dict[str, Calla
     training folds, and the first message that calls a tool (with its author)."""
     return {
         "random": lambda log: _random(log, seed),
-        "first_step": lambda log: Prediction(log.original_agent(log.trace.steps[0].agent), 0),
+        "first_step": lambda log: _first_blameable(log),
         "most_frequent_agent": _most_frequent,
         "blamed_name_prior": _name_prior(train),
         "first_tool_call": _first_tool_call,
     }
 
 
-def _score_fold(
-    scores: dict[str, MethodScores],
-    model: AttributionModel,
-    train: Sequence[WhoWhenLog],
-    test: Sequence[WhoWhenLog],
-    seed: int,
-) -> None:
-    """Add one fold to ``scores``: the GNN ``model`` (trained on ``train``) and every baseline, on ``test``."""
+def _index(step_id: str) -> int:
+    return int(step_id.rsplit("-", 1)[1])
+
+
+def log_model_predictions(model: LogAttributionModel, logs: Sequence[WhoWhenLog], embedder) -> list[Prediction]:
+    """The real-log model's blamed agent (original name) and step for each log."""
+    out = []
+    for log in logs:
+        attribution, _ = model.attribute(log.trace, log_features(log.trace, log.question, embedder))
+        out.append(Prediction(log.original_agent(attribution.root_agent), _index(attribution.decisive_step)))
+    return out
+
+
+def _gnn_predictions(train, test, gnn_config: GNNConfig, seed: int, embedder) -> list[Prediction]:
+    model = fit(from_whowhen(train), gnn_config, TrainConfig(seed=seed), embedder if gnn_config.text else None)
     attributions = model.attribute([log.trace for log in test])
-    preds = [
-        Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)
-    ]
-    scores.setdefault("gnn", MethodScores()).add(test, preds)
-    for name, method in whowhen_baselines(train, seed).items():
-        scores.setdefault(name, MethodScores()).add(test, [method(log) for log in test])
+    return [Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)]
+
+
+@dataclass
+class _Fold:
+    """One outer fold: its training logs, its test logs and the same test logs rewritten."""
+
+    train: list[WhoWhenLog]
+    test: list[WhoWhenLog]
+    transfer: list[WhoWhenLog]
+
+
+def _score_fold(scores: dict[str, MethodScores], fold: _Fold, seed: int, embedder, gnn: GNNConfig | None) -> None:
+    """Add one fold to ``scores``: the real-log model (inner CV on ``train``), optionally the GNN, the baselines."""
+    model = train_log_model(fold.train, embedder, seed=seed)
+    scores.setdefault("log_model", MethodScores()).add(fold.test, log_model_predictions(model, fold.test, embedder))
+    if fold.transfer:
+        transfer = log_model_predictions(model, fold.transfer, embedder)
+        scores.setdefault("log_model_transfer", MethodScores()).add(fold.transfer, transfer)
+    if gnn is not None:
+        scores.setdefault("gnn", MethodScores()).add(
+            fold.test, _gnn_predictions(fold.train, fold.test, gnn, seed, embedder)
+        )
+    for name, method in whowhen_baselines(fold.train, seed).items():
+        scores.setdefault(name, MethodScores()).add(fold.test, [method(log) for log in fold.test])
+
+
+def _annotated(directory: str | Path) -> tuple[list[WhoWhenLog], list[str]]:
+    loaded, errors = load_whowhen_dir(directory)
+    skipped = [str(e) for e in errors] + [f"{log.name}: no annotation" for log in loaded if log.labels is None]
+    return [log for log in loaded if log.labels is not None], skipped
+
+
+def _rewritten(directory: str | Path, seed: int) -> dict[str, WhoWhenLog]:
+    """The logs of ``directory`` rewritten as another system writes them, by file name."""
+    with tempfile.TemporaryDirectory() as tmp:
+        rewrite_dir(directory, tmp, seed)
+        return {log.name: log for log in load_whowhen_dir(tmp)[0]}
 
 
 def evaluate_whowhen(
     directory: str | Path,
     folds: int = 5,
     seed: int = 0,
-    gnn_config: GNNConfig | None = None,
-    train_config: TrainConfig | None = None,
     embedder: Embedder | None = None,
     on_fold: Callable[[int], None] | None = None,
+    gnn_config: GNNConfig | None = None,
+    transfer: bool = True,
 ) -> dict:
-    """k-fold cross-validation of the GNN and the baselines on the annotated logs of ``directory``.
+    """Nested k-fold cross-validation of the real-log model (and the GNN when ``gnn_config`` is
+    given) beside the baselines on the annotated logs of ``directory``; with ``transfer``, the
+    same folds' logs rewritten as another system writes them, scored by the same models.
 
     Returns:
         ``{"logs": n, "skipped": [reasons], "folds": k, "methods": {name: {metric: (mean, std)}},
         "per_fold": {name: {metric: [accuracy per fold]}}}``.
     """
-    loaded, errors = load_whowhen_dir(directory)
-    logs = [log for log in loaded if log.labels is not None]
-    skipped = [str(e) for e in errors] + [f"{log.name}: no annotation" for log in loaded if log.labels is None]
-    gnn_config = gnn_config or GNNConfig()
-    embedder = embedder or (default_embedder() if gnn_config.text else None)
+    logs, skipped = _annotated(directory)
+    embedder = embedder or log_embedder()
+    rewritten = _rewritten(directory, seed) if transfer else {}
     scores: dict[str, MethodScores] = {}
     for k, test_idx in enumerate(kfold(len(logs), folds, seed)):
-        test_set = set(test_idx.tolist())
-        train = [log for i, log in enumerate(logs) if i not in test_set]
+        held = set(test_idx.tolist())
         test = [logs[i] for i in test_idx]
-        model = fit(from_whowhen(train), gnn_config, train_config or TrainConfig(seed=seed), embedder)
-        _score_fold(scores, model, train, test, seed)
+        fold = _Fold(
+            [log for i, log in enumerate(logs) if i not in held],
+            test,
+            [rewritten[log.name] for log in test if log.name in rewritten],
+        )
+        _score_fold(scores, fold, seed, embedder, gnn_config)
         if on_fold is not None:
             on_fold(k)
     return {

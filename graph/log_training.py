@@ -1,0 +1,155 @@
+"""Training the real-log model: examples from annotated logs, hyperparameters chosen by
+cross-validation inside the training logs only, and the default model that ``rrsi attribute``
+uses for Who&When-format logs.
+
+The default model is trained on first use on Who&When's Algorithm-Generated logs (the folder
+``RRSI_WHOWHEN`` names, else ``../shared/whowhen/Algorithm-Generated`` beside the working
+directory or the source tree) and saved under ``rrsi.config.default_home()/models/``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from rrsi.config import default_home
+from rrsi.errors import UserError
+from rrsi.graph.embedding import Embedder
+from rrsi.graph.log_features import LogFeatures, log_features
+from rrsi.graph.log_model import LogAttributionModel, LogModelConfig, fit_log_model
+from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
+
+__all__ = [
+    "CONFIG_GRID",
+    "log_examples",
+    "kfold",
+    "select_config",
+    "train_log_model",
+    "default_log_model_path",
+    "default_whowhen_dir",
+    "default_log_model",
+    "log_embedder",
+]
+
+CONFIG_GRID: tuple[LogModelConfig, ...] = tuple(
+    LogModelConfig(l2=l2, text_dims=dims, agent_rule=rule)
+    for l2 in (3.0, 10.0, 30.0)
+    for dims in (0, 4)
+    for rule in ("mass", "top")
+)
+Example = tuple[LogFeatures, int]
+
+
+def kfold(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
+    """``folds`` disjoint test index sets covering ``range(n)`` after a seeded shuffle.
+
+    Raises:
+        UserError: fewer than 2 folds or more folds than items.
+    """
+    if not 2 <= folds <= n:
+        raise UserError(f"folds: need 2 ≤ folds ≤ number of logs ({n}) (got {folds})")
+    order = np.random.default_rng(seed).permutation(n)
+    return [np.sort(part) for part in np.array_split(order, folds)]
+
+
+def log_embedder(max_tokens: int = LogModelConfig().max_tokens) -> Embedder:
+    """The disk-cached MiniLM embedder the real-log model reads messages with."""
+    return Embedder(max_tokens=max_tokens)
+
+
+def log_examples(logs: Sequence[WhoWhenLog], embedder: Embedder | None) -> tuple[list[Example], list[WhoWhenLog]]:
+    """``(features, decisive step among the blameable ones)`` per annotated log, and those logs;
+    a log whose annotated step is context (not blameable) cannot teach the model and is left out."""
+    examples, kept = [], []
+    for log in logs:
+        if log.labels is None or log.labels.mistake_step not in log.blameable:
+            continue
+        feats = log_features(log.trace, log.question, embedder)
+        examples.append((feats, feats.steps.index(log.labels.mistake_step)))
+        kept.append(log)
+    return examples, kept
+
+
+def _hits(model: LogAttributionModel, log: WhoWhenLog, feats: LogFeatures) -> tuple[bool, bool]:
+    attribution, _ = model.attribute(log.trace, feats)
+    step = int(attribution.decisive_step.rsplit("-", 1)[1])
+    return attribution.root_agent == log.labels.mistake_agent, step == log.labels.mistake_step
+
+
+def select_config(
+    examples: Sequence[Example],
+    logs: Sequence[WhoWhenLog],
+    grid: Sequence[LogModelConfig] = CONFIG_GRID,
+    folds: int = 4,
+    seed: int = 0,
+) -> LogModelConfig:
+    """The config of ``grid`` with the best mean of agent and step accuracy in ``folds``-fold
+    cross-validation over ``examples`` alone (ties: the earlier config)."""
+    scores = np.zeros(len(grid))
+    for test in kfold(len(examples), folds, seed):
+        held = set(test.tolist())
+        train = [e for i, e in enumerate(examples) if i not in held]
+        for g, config in enumerate(grid):
+            model = fit_log_model(train, config)
+            scores[g] += sum(sum(_hits(model, logs[i], examples[i][0])) for i in test)
+    return grid[int(np.argmax(scores))]
+
+
+def train_log_model(
+    logs: Sequence[WhoWhenLog],
+    embedder: Embedder | None,
+    grid: Sequence[LogModelConfig] = CONFIG_GRID,
+    seed: int = 0,
+    trained_on: str = "",
+) -> LogAttributionModel:
+    """Choose a config on ``logs`` by inner cross-validation, then fit on all of them.
+
+    Raises:
+        UserError: fewer than 4 logs with a blameable annotated step.
+    """
+    examples, kept = log_examples(logs, embedder)
+    if len(examples) < 4:
+        raise UserError(f"logs: need at least 4 annotated logs whose decisive step is blameable (got {len(examples)})")
+    config = select_config(examples, kept, grid, min(4, len(examples)), seed) if len(grid) > 1 else grid[0]
+    label = trained_on or f"{len(examples)} annotated Who&When-format logs"
+    return fit_log_model(examples, config, f"{label}; config chosen by inner CV: {config.model_dump()}")
+
+
+def default_log_model_path() -> Path:
+    """``rrsi.config.default_home()/models/log-attribution.npz``."""
+    return default_home() / "models" / "log-attribution.npz"
+
+
+def default_whowhen_dir() -> Path | None:
+    """Where the Algorithm-Generated logs the default model trains on are, if anywhere."""
+    env = os.environ.get("RRSI_WHOWHEN")
+    candidates = [Path(env)] if env else []
+    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
+        candidates.append(base.parent / "shared" / "whowhen" / "Algorithm-Generated")
+    return next((c for c in candidates if c.is_dir()), None)
+
+
+def default_log_model(on_train: Callable[[Path], None] | None = None) -> LogAttributionModel:
+    """The saved default real-log model, trained (and saved) on first use.
+
+    Raises:
+        UserError: no saved model and no Algorithm-Generated logs to train one on.
+    """
+    path = default_log_model_path()
+    if path.exists():
+        return LogAttributionModel.load(path)
+    directory = default_whowhen_dir()
+    if directory is None:
+        raise UserError(
+            "model: no default real-log model yet and no Who&When logs to train it on; set RRSI_WHOWHEN to the "
+            "Algorithm-Generated folder or run `rrsi train-attribution --whowhen DIR --out CKPT` and pass --model"
+        )
+    if on_train is not None:
+        on_train(directory)
+    logs, _ = load_whowhen_dir(directory)
+    model = train_log_model(logs, log_embedder(), trained_on=f"Who&When Algorithm-Generated ({directory})")
+    model.save(path)
+    return model
