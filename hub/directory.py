@@ -28,6 +28,7 @@ class AgentDirectory:
         self.codes: ErrorCodeRegistry = default_registry()
         self.specs: dict[str, AgentSpec] = {}
         self.graph = DependencyGraph()
+        self._error_types: dict[str, str] = {c.code: c.error_type for c in self.codes}
         for spec in store.agents():
             self._add(spec)
 
@@ -35,6 +36,8 @@ class AgentDirectory:
         self.codes.register_agent(spec)
         self.specs[spec.name] = spec
         self.graph.add_agent(spec)
+        # replaced whole, never changed in place: ingest reads it from other threads than registration's
+        self._error_types = {c.code: c.error_type for c in self.codes}
 
     def register(self, spec: AgentSpec | dict) -> AgentSpec:
         """Register (or re-register) an agent; its dependencies must be registered first."""
@@ -73,4 +76,4 @@ class AgentDirectory:
 
     def error_types(self) -> dict[str, str]:
         """Error code → error type of every registered code."""
-        return {c.code: c.error_type for c in self.codes}
+        return self._error_types
