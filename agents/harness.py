@@ -29,7 +29,7 @@ from rrsi.agents.shipping import RecordShipper
 from rrsi.config import HarnessConfig, HubConfig, default_home
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import RRSIError, SchemaError
-from rrsi.heap import settle_heap
+from rrsi.heap import settle_actor_heap
 from rrsi.schema import AgentSpec, StepRecord, Summary, TraceOutcome, validate
 
 __all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
@@ -102,8 +102,7 @@ class AgentHarness:
         self.shipper = self._shipper() if hub is not None and sink is None else None
         self.sink = self.shipper.put if self.shipper is not None else sink
         self._step = 0
-        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
-            settle_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
+        settle_actor_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
 
     def _shipper(self) -> RecordShipper:
         """Ships to the hub; refused or undeliverable records go to its dead letters (else a local file)."""

@@ -1,9 +1,11 @@
 """The hub's bearer token: one secret for every HTTP face of the hub (the OTLP receiver, the
 incident console, the pull-mode params route).
 
-Where it comes from, first match wins: ``$RRSI_HUB_TOKEN``; Ray's own auth token when the cluster
-runs with token auth (``$RAY_AUTH_TOKEN``, or ``~/.ray/auth_token`` with ``RAY_AUTH_MODE=token``);
-else a random token kept in ``$RRSI_HOME/hub.token``, created once with mode 0600."""
+Where it comes from, first match wins: ``$RRSI_HUB_TOKEN``; Ray's auth token when it is given in
+``$RAY_AUTH_TOKEN``; else a random token kept in ``$RRSI_HOME/hub.token``, created once with mode
+0600. Only what the environment says counts, never what a process has set up for itself, so the hub
+and a shell of the same user always agree (``ray.init`` turns token auth on inside its own process:
+to share Ray's token file, ``export RRSI_HUB_TOKEN=$(cat ~/.ray/auth_token)``)."""
 
 from __future__ import annotations
 
@@ -20,15 +22,6 @@ TOKEN_FILE = "hub.token"
 
 def token_path(home: Path | None = None) -> Path:
     return (home or default_home()) / TOKEN_FILE
-
-
-def _ray_token() -> str | None:
-    if os.environ.get("RAY_AUTH_TOKEN"):
-        return os.environ["RAY_AUTH_TOKEN"].strip()
-    ray_file = Path.home() / ".ray" / "auth_token"
-    if os.environ.get("RAY_AUTH_MODE") == "token" and ray_file.is_file():
-        return ray_file.read_text().strip() or None
-    return None
 
 
 def _existing_token(path: Path) -> str:
@@ -56,7 +49,10 @@ def _file_token(path: Path) -> str:
 
 def hub_token(home: Path | None = None) -> str:
     """The token every HTTP request to the hub must carry (``Authorization: Bearer <token>``)."""
-    return os.environ.get("RRSI_HUB_TOKEN", "").strip() or _ray_token() or _file_token(token_path(home))
+    for name in ("RRSI_HUB_TOKEN", "RAY_AUTH_TOKEN"):
+        if os.environ.get(name, "").strip():
+            return os.environ[name].strip()
+    return _file_token(token_path(home))
 
 
 def token_matches(presented: str | None, expected: str) -> bool:

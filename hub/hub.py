@@ -18,7 +18,7 @@ import ray
 
 from rrsi.agents.harness import node_resources
 from rrsi.config import HubConfig
-from rrsi.heap import settle_heap
+from rrsi.heap import settle_actor_heap
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.analysis_loop import AnalysisLoop, locked
 from rrsi.hub.analysis_pass import AnalysisPass
@@ -79,8 +79,7 @@ class ReflectionHub:
         self._lock = threading.RLock()
         self._loop: AnalysisLoop | None = None
         self._loop_lock = threading.Lock()
-        if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
-            settle_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
+        settle_actor_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
 
     @locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
@@ -94,8 +93,7 @@ class ReflectionHub:
         return self.directory.codes.to_list()
 
     def ingest(self, records: list[StepRecord | dict]) -> int:
-        """Validate every record, then store them all; a bad record rejects the batch unchanged. Ingest
-        never waits for an analysis pass (the queue it feeds has its own lock)."""
+        """Validate every record, then store them all (a bad record rejects the batch); never waits for a pass."""
         return self.intake.ingest(records)
 
     def ingest_json(self, batch: list[str]) -> int:
@@ -107,7 +105,7 @@ class ReflectionHub:
         return self.intake.report_outcomes(outcomes)
 
     def report_outcome(self, outcome: TraceOutcome | dict) -> None:
-        self.report_outcomes([outcome])
+        self.report_outcomes([outcome])  # one verdict
 
     @locked
     def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id: str | None = None):

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import gc
 
-__all__ = ["settle_heap"]
+import ray
+
+__all__ = ["settle_heap", "settle_actor_heap"]
 
 
 def settle_heap() -> int:
@@ -20,3 +22,11 @@ def settle_heap() -> int:
     gc.collect()
     gc.freeze()
     return gc.get_freeze_count()
+
+
+def settle_actor_heap() -> bool:
+    """:func:`settle_heap` when called inside a Ray actor (a long-running process), else nothing; whether it did."""
+    if ray.is_initialized() and ray.get_runtime_context().get_actor_id() is not None:
+        settle_heap()
+        return True
+    return False

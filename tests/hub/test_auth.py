@@ -38,3 +38,12 @@ def test_the_environment_and_rays_token_come_first(tmp_path, no_env_tokens, monk
 def test_a_presented_token_matches_bare_or_as_a_bearer_header():
     assert token_matches("Bearer abc", "abc") and token_matches("abc", "abc")
     assert not token_matches("Bearer abd", "abc") and not token_matches(None, "abc") and not token_matches("", "abc")
+
+
+def test_a_process_that_turned_rays_token_auth_on_gets_the_same_token_as_a_shell(tmp_path, no_env_tokens, monkeypatch):
+    shell = hub_token(tmp_path)
+    (tmp_path / "home" / ".ray").mkdir(parents=True)
+    (tmp_path / "home" / ".ray" / "auth_token").write_text("ray-file-token")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")  # what ray.init sets inside the hub's own process
+    assert hub_token(tmp_path) == shell
