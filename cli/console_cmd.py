@@ -68,7 +68,7 @@ def start_console(args: argparse.Namespace, call):
     server = web_console.ConsoleServer(args.store, call, host=host, port=args.port, token=auth.hub_token())
     url = server.start()
     console.print(
-        f"incident console at {url}; log in with the hub token ($RRSI_HUB_TOKEN, Ray's auth token, "
+        f"incident console at {url}; log in with the hub token ($RRSI_HUB_TOKEN, $RAY_AUTH_TOKEN, "
         f"or the one in {auth.token_path()})"
     )
     return server

@@ -12,7 +12,8 @@ import argparse
 from rrsi.cli import lazy
 from rrsi.cli.options import console
 from rrsi.errors import UserError
-from rrsi.hub.auth import token_path
+
+auth = lazy.LazyModule("rrsi.hub.auth")  # importing rrsi.hub starts Ray's import
 
 __all__ = ["add_otlp_option", "otlp_address", "refuse_detached", "beside_hub", "stop"]
 
@@ -54,7 +55,7 @@ def beside_hub(args: argparse.Namespace, hub):
     server = receiver.OtlpReceiver(client.HubClient(hub), host=host, port=port).start()
     console.print(
         f"OTLP receiver at {server.url} (POST /v1/traces, GET /v1/params); send 'Authorization: Bearer <hub "
-        f"token>' ($RRSI_HUB_TOKEN, Ray's auth token, or the one in {token_path()})"
+        f"token>' ($RRSI_HUB_TOKEN, $RAY_AUTH_TOKEN, or the one in {auth.token_path()})"
     )
     return server
 
