@@ -1,11 +1,13 @@
 """none vs independent vs hub on every bundled scenario: the table in the README.
 
-    python bench/modes.py [--scenarios loan-approval,long-chain,diamond,steady] [--seeds 0,1,2]
-                          [--validation shadow] [--reflector rule]
+    python bench/modes.py [--scenarios loan-approval,long-chain,diamond,steady,opaque-symptoms,mid-run-shift]
+                          [--seeds 0,1,2] [--validation shadow] [--reflector rule]
 
 Per scenario and mode, averaged over seeds: failure rate of round 1 and of the last round,
-updates applied, spurious updates (to agents that were not a root cause that round), and the
-largest drift of an agent that was never a planted root.
+updates applied, spurious updates (to agents that were not a root cause that round), the
+largest drift of an agent that was never a planted root, and the hub's attribution top-1
+against the simulator's ground truth. ``hub`` runs twice, with the GNN attribution (checked
+against step confidences) and with the most-upstream baseline, on the same tasks.
 """
 
 from __future__ import annotations
@@ -42,12 +44,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenarios.split(","):
             scenario = bundled_scenario(name)
+            baseline = config.model_copy(update={"attribution": "most_upstream"})
             runs = [
-                run_demo(scenario, list(MODES), scenario.rounds, seed, Path(tmp) / f"{name}-{seed}", config)
+                {
+                    **run_demo(scenario, list(MODES), scenario.rounds, seed, Path(tmp) / f"{name}-{seed}", config),
+                    "upstream": run_demo(
+                        scenario, ["hub"], scenario.rounds, seed, Path(tmp) / f"{name}-{seed}-mu", baseline
+                    ),
+                }
                 for seed in seeds
             ]
-            for mode in MODES:
-                finals = [r["modes"][mode]["final"] for r in runs]
+            for mode in (*MODES, "hub most-upstream"):
+                finals = [
+                    r["upstream"]["modes"]["hub"]["final"] if mode == "hub most-upstream" else r["modes"][mode]["final"]
+                    for r in runs
+                ]
                 mean = lambda key, finals=finals: statistics.mean(f[key] for f in finals)
                 rows.append(
                     (
@@ -58,16 +69,22 @@ def main() -> None:
                         mean("updates_applied"),
                         mean("spurious_updates"),
                         mean("max_drift_non_root"),
+                        statistics.mean(f["attribution_top1"] or 0.0 for f in finals)
+                        if mode.startswith("hub")
+                        else None,
                     )
                 )
     ray.shutdown()
     print(
         f"modes on bundled scenarios, {len(seeds)} seeds each (validation={args.validation}, approval={args.approval})"
     )
-    print("| scenario | mode | failure round 1 | failure last | updates | spurious | max drift non-root |")
-    print("|---|---|---|---|---|---|---|")
-    for name, mode, first, last, updates, spurious, drift in rows:
-        print(f"| {name} | {mode} | {first:.3f} | {last:.3f} | {updates:.1f} | {spurious:.1f} | {drift:.3f} |")
+    print("| scenario | mode | failure round 1 | failure last | updates | spurious | max drift non-root | attr top-1 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, mode, first, last, updates, spurious, drift, top in rows:
+        shown = "—" if top is None else f"{top:.2f}"
+        print(
+            f"| {name} | {mode} | {first:.3f} | {last:.3f} | {updates:.1f} | {spurious:.1f} | {drift:.3f} | {shown} |"
+        )
 
 
 if __name__ == "__main__":

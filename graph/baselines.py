@@ -1,6 +1,8 @@
 """Attribution baselines kept beside the GNN for comparison.
 
-- most-upstream: the failing steps none of whose ancestor steps failed are the roots;
+- most-upstream: the failing steps none of whose ancestor steps failed are the roots (in a
+  trace that failed by its outcome alone, with no failing step, the sinks: the steps whose
+  output no other step consumed, i.e. the answer that was wrong);
 - first failing step: the earliest failing step by timestamp;
 - random: a uniformly drawn failing step.
 """
@@ -12,7 +14,16 @@ import random
 from rrsi.errors import SchemaError
 from rrsi.schema import Attribution, StepRecord, Trace
 
-__all__ = ["root_steps", "most_upstream", "first_failing", "random_failing", "combine", "blamed_steps"]
+__all__ = [
+    "root_steps",
+    "sink_steps",
+    "candidate_steps",
+    "most_upstream",
+    "first_failing",
+    "random_failing",
+    "combine",
+    "blamed_steps",
+]
 
 
 def root_steps(trace: Trace) -> list[StepRecord]:
@@ -29,12 +40,23 @@ def root_steps(trace: Trace) -> list[StepRecord]:
     return [s for s in trace.steps if s.failed and not failed_above(s.step_id)]
 
 
+def sink_steps(trace: Trace) -> list[StepRecord]:
+    """Steps no other step of the trace names as a parent, in step order."""
+    consumed = {p for s in trace.steps for p in s.parents}
+    return [s for s in trace.steps if s.step_id not in consumed]
+
+
+def candidate_steps(trace: Trace) -> list[StepRecord]:
+    """The steps blame is shared over: the failing ones, or every step of a trace that failed with none."""
+    return trace.failing_steps() or (list(trace.steps) if trace.outcome == "failure" else [])
+
+
 def _attribution(trace: Trace, blamed: list[StepRecord], model: str) -> Attribution:
     if not blamed:
         raise SchemaError(f"trace {trace.trace_id!r}: no failing step to attribute")
     share = 1.0 / len(blamed)
-    agent_blame: dict[str, float] = {s.agent: 0.0 for s in trace.failing_steps()}
-    step_blame = {s.step_id: 0.0 for s in trace.failing_steps()}
+    agent_blame: dict[str, float] = {s.agent: 0.0 for s in candidate_steps(trace)}
+    step_blame = {s.step_id: 0.0 for s in candidate_steps(trace)}
     for s in blamed:
         agent_blame[s.agent] += share
         step_blame[s.step_id] += share
@@ -48,17 +70,18 @@ def _attribution(trace: Trace, blamed: list[StepRecord], model: str) -> Attribut
 
 
 def most_upstream(trace: Trace) -> Attribution:
-    """Blame shared equally by the root steps; the first of them decides."""
-    return _attribution(trace, root_steps(trace), "most_upstream")
+    """Blame shared equally by the root steps (the sinks of a trace failed by outcome alone); the first decides."""
+    roots = root_steps(trace) or (sink_steps(trace) if trace.outcome == "failure" else [])
+    return _attribution(trace, roots, "most_upstream")
 
 
 def first_failing(trace: Trace) -> Attribution:
-    failing = sorted(trace.failing_steps(), key=lambda s: s.timestamp)
+    failing = sorted(candidate_steps(trace), key=lambda s: s.timestamp)
     return _attribution(trace, failing[:1], "first_failing")
 
 
 def random_failing(trace: Trace, seed: int = 0) -> Attribution:
-    failing = trace.failing_steps()
+    failing = candidate_steps(trace)
     return _attribution(trace, [random.Random(f"{seed}:{trace.trace_id}").choice(failing)], "random")
 
 

@@ -59,7 +59,7 @@ class AnalysisPass:
             self._reconciled_at = now
         record(report, self.metrics, *self.lifecycle.review_approved(), *self.lifecycle.review_canaries())
         traces = self._pending_traces()
-        for group in group_traces(traces, self.directory.graph, self.config.incident_window_s):
+        for group in self._groups(traces):
             self._run_group(group, report)
         report.retraining, swapped = self.reflectors.retrain()
         report.retrained = None if swapped is None else str(swapped)
@@ -67,14 +67,30 @@ class AnalysisPass:
         return report
 
     def _pending_traces(self) -> list[Trace]:
-        """The failing traces waiting for analysis, their links learned into the dependency graph."""
+        """The failing traces waiting for analysis (failed by a step or by their reported outcome), their
+        links learned into the dependency graph."""
         by_trace: dict[str, list[StepRecord]] = {}
-        for r in self.store.records(self.intake.take_pending(self.config.trace_settle_s)):
+        ids = self.intake.take_pending(self.config.trace_settle_s)
+        for r in self.store.records(ids):
             by_trace.setdefault(r.trace_id, []).append(r)
-        traces = [Trace.from_steps(steps, partial=True) for steps in by_trace.values()]
+        failed = {t for t, o in self.store.outcomes_for(by_trace).items() if not o.ok}
+        traces = [
+            Trace.from_steps(steps, partial=True).model_copy(update={"outcome": "failure"})
+            if t in failed
+            else Trace.from_steps(steps, partial=True)
+            for t, steps in by_trace.items()
+        ]
         for t in traces:
             self.directory.graph.learn(t)
         return traces
+
+    def _groups(self, traces: list[Trace]) -> list[list[Trace]]:
+        """Incidents: correlated failing traces grouped by :func:`group_traces`; the traces that failed by
+        their outcome alone (no failing step to place them in the graph) form one more, per pass."""
+        silent = [t for t in traces if t.outcome == "failure" and not t.failing_steps()]
+        visible = [t for t in traces if t.failing_steps()]
+        groups = group_traces(visible, self.directory.graph, self.config.incident_window_s)
+        return groups + ([silent] if silent else [])
 
     def _run_group(self, group: list[Trace], report: AnalysisReport) -> None:
         """One incident through the pipeline; a failure is logged and its traces retried on later passes."""

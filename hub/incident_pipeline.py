@@ -16,11 +16,13 @@ a pass that fails before leaves its traces to be analysed again.
 
 from __future__ import annotations
 
+import hashlib
 import time
 
 from rrsi.config import HubConfig
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
 from rrsi.graph.features import own_failure_rates
+from rrsi.graph.suspicion import with_upstream_suspects
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
@@ -28,6 +30,7 @@ from rrsi.hub.incidents import make_incident
 from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.probes import Prober
 from rrsi.hub.reflectors import Reflectors
 from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
 from rrsi.store import Store
@@ -36,7 +39,12 @@ __all__ = ["Attributor", "IncidentPipeline", "record"]
 
 
 class Attributor:
-    """One attribution per trace by the configured model (the GNN is loaded, or trained, once)."""
+    """One attribution per trace by the configured model (the GNN is loaded, or trained, once).
+
+    ``most_upstream`` is the plain baseline; the GNN's attribution is checked against the
+    trace's confidences (:func:`~rrsi.graph.suspicion.with_upstream_suspects`), so a silent
+    root upstream of the failing steps takes the blame.
+    """
 
     def __init__(self, config: HubConfig) -> None:
         self.config = config
@@ -51,7 +59,9 @@ class Attributor:
             from rrsi.sim.attribution_data import default_attribution_model
 
             self._model = default_attribution_model(self.config.attribution_model)
-        return self._model.attribute(group, own_failure_rates(group))
+        return [
+            with_upstream_suspects(t, a) for t, a in zip(group, self._model.attribute(group, own_failure_rates(group)))
+        ]
 
 
 class IncidentPipeline:
@@ -80,6 +90,7 @@ class IncidentPipeline:
         self.store, self.config, self.directory = store, config, directory
         self.reflectors, self.gate, self.lifecycle, self.metrics = reflectors, gate, lifecycle, metrics
         self.attribute = Attributor(config)
+        self.prober = Prober(config, directory, gate, lifecycle)
         self.evidence: dict[str, dict[str, StepRecord]] = {}  # agent → record id → root record, oldest first
 
     def run(self, group: list[Trace], report: AnalysisReport) -> None:
@@ -89,6 +100,7 @@ class IncidentPipeline:
         joint = self.reflectors.reflect(incident, standing, self.directory.specs)
         self.store.put_incident(incident)
         report.incidents.append(incident.incident_id)
+        self._probe(incident, standing, joint, report)
         if joint is None:
             return
         self.metrics.reflection(joint.backend, time.perf_counter() - t1)
@@ -105,17 +117,27 @@ class IncidentPipeline:
         if self._plan(report, eligible, held, decisions):
             self.reflectors.keep_sample(incident, standing, self.directory.specs, joint)
 
+    def _probe(self, incident: Incident, standing: list[StepRecord], joint: JointReflection | None, report) -> None:
+        """Probes each way for the agents whose evidence names a param but no direction (:mod:`rrsi.hub.probes`)."""
+        acted = {r.agent for r in joint.reflections if r.actions} if joint is not None else set()
+        probed, plans = self.prober.probe(incident.incident_id, standing, acted)
+        for agent in probed:  # a probe spends the evidence like a reflection that acts
+            self.evidence.pop(agent, None)
+        record(report, self.metrics, *plans)
+
     def _incident(self, group: list[Trace], report: AnalysisReport) -> tuple[Incident, list[StepRecord]]:
         """The stored, attributed incident of ``group`` and the standing evidence of its agents."""
         t0 = time.perf_counter()
         per_trace = self.attribute(group)
-        incident = make_incident(group).model_copy(update={"attribution": combine(per_trace)})
+        blamed = [s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)]
+        incident = _incident(group, blamed).model_copy(update={"attribution": combine(per_trace)})
         report.trace_roots.update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         self.metrics.incident(time.perf_counter() - t0)
-        for step in (s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)):
+        for step in blamed:
             self._keep(step)
         busy = {u.agent for p in self.store.plans("canary") for u in p.updates}  # no new plan until it settles
-        agents = [a for a in incident.failing_agents if a not in busy]
+        implicated = dict.fromkeys([*incident.failing_agents, *(s.agent for s in blamed)])
+        agents = [a for a in implicated if a not in busy]
         standing = [s for a in agents for s in self.evidence.get(a, {}).values()]
         return incident, standing
 
@@ -154,6 +176,20 @@ class IncidentPipeline:
 
     def _solve(self, joint: JointReflection, current) -> UpdatePlan | None:
         return plan_update(joint, self.directory.specs, current, self.config, self.directory.graph)
+
+
+def _incident(group: list[Trace], blamed: list[StepRecord]) -> Incident:
+    """The incident of ``group``; traces that failed by their outcome alone, with no failing step,
+    list the steps blamed for the wrong answer as the incident's failing steps."""
+    if any(t.failing_steps() for t in group):
+        return make_incident(group)
+    ids = sorted(t.trace_id for t in group)
+    return Incident(
+        incident_id=f"inc-{hashlib.sha1(chr(10).join(ids).encode()).hexdigest()[:12]}",
+        trace_ids=ids,
+        failing_agents=sorted({s.agent for s in blamed}),
+        failing_steps=[s.record_id for s in blamed],
+    )
 
 
 def record(report: AnalysisReport, metrics: HubMetrics, *plans: UpdatePlan) -> None:

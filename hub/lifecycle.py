@@ -19,7 +19,7 @@ from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.shadow import shadow_verdict
-from rrsi.schema import Action, GateDecision, UpdatePlan
+from rrsi.schema import Action, CanaryVerdict, GateDecision, UpdatePlan
 from rrsi.store import Store
 
 __all__ = ["PlanLifecycle"]
@@ -79,6 +79,10 @@ class PlanLifecycle:
         decision, verdict = shadow_verdict(self.harnesses.shadow_replay(plan, self.config.shadow_tasks), self.config)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
+
+    def reject(self, plan: UpdatePlan, verdict: CanaryVerdict) -> UpdatePlan:
+        """Roll back a proposed plan that lost a comparison (a probe's other direction), keeping its verdict."""
+        return self.rollback(self._start_canary(plan).model_copy(update={"canary": verdict}))
 
     def _start_canary(self, plan: UpdatePlan) -> UpdatePlan:
         updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]

@@ -1,0 +1,144 @@
+"""Probes: a bounded step each way when the evidence names a param but no direction.
+
+An agent's root records name a param through their error code, but when their symptoms are
+opaque ("could not complete", no "too low"/"too high") the rule Reflector finds no direction
+and acts on nothing. The Updater does not guess: for the param with the most such evidence
+(at least ``min_evidence`` records carrying its code, fewer than ``min_evidence`` of them
+pointing a way) it builds two reflections, ``increase`` and ``decrease``, each at confidence
+½ (no direction is known, so λ is raised ×4 as for any low-confidence update), and one plan
+per direction from the same joint solve (:func:`~rrsi.hub.joint_update.plan_update`: the
+trust region, the L2 regularizer and the gate apply as to any update). Both are replayed in
+shadow on the same recent tasks; the direction with the larger gain goes on to the
+configured validation (its promotion test against the incumbent decides), the other is
+rolled back with its verdict. Each plan carries ``objective["probe"]`` = +1 or −1 and a
+``-probe-up``/``-probe-down`` id, so the plan says it was a probe.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rrsi.agents.self_reflection import reflection_context, symptom_votes
+from rrsi.config import HubConfig
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.gating import Gate
+from rrsi.hub.joint_update import plan_update
+from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.shadow import shadow_verdict
+from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
+
+__all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
+
+PROBE_CONFIDENCE = 0.5
+_DIRECTIONS = (("increase", "up", 1.0), ("decrease", "down", -1.0))
+
+
+def opaque_param(
+    spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
+) -> str | None:
+    """The param with the most records naming it by code but too few pointing a direction, if any."""
+    by_code = {p.error_code: p.name for p in spec.params if p.error_code}
+    named = Counter(by_code[r.error_code] for r in records if r.error_code in by_code)
+    votes = symptom_votes(spec, records, registry)
+    opaque = [
+        (n, param)
+        for param, n in named.items()
+        if n >= config.min_evidence and sum(votes.get(param, Counter()).values()) < config.min_evidence
+    ]
+    return max(opaque)[1] if opaque else None
+
+
+def probe_reflections(
+    incident_id: str, spec: AgentSpec, param: str, n: int, registry: ErrorCodeRegistry
+) -> list[tuple[str, float, JointReflection]]:
+    """``(plan id suffix, direction sign, reflection)`` for a step each way on ``param``."""
+    p = spec.param(param)
+    code = registry.get(p.error_code)
+    term = (spec.domain_terms or code.domain_terms or [p.name])[0]
+    context = reflection_context([spec], registry).model_dump()
+    out = []
+    for op, suffix, sign in _DIRECTIONS:
+        data = {
+            "agent": spec.name,
+            "error_type": code.error_type,
+            "root_cause": f"{p.name} off for the {term}: {n} {code.code} failures, direction unknown"[:128],
+            "correction": f"{op.capitalize()} {p.name} one bounded step to test the {term} against outcomes"[:256],
+            "confidence": PROBE_CONFIDENCE,
+            "actions": [Action(agent=spec.name, param=param, op=op).model_dump()],
+        }
+        reflection = validate(Reflection, data, context=context)
+        joint = JointReflection(
+            incident_id=incident_id,
+            root_agent=spec.name,
+            root_cause=reflection.root_cause,
+            reflections=[reflection],
+            backend="probe",
+        )
+        out.append((f"-probe-{suffix}", sign, joint))
+    return out
+
+
+class Prober:
+    """Runs the probes of one incident over the hub's parts (all given, none owned).
+
+    Args:
+        config: ``min_evidence``, ``shadow_tasks`` and the update settings.
+        directory: the registered agents, their codes and current params.
+        gate: which probe actions may proceed (the held ones are not probed).
+        lifecycle: stores, validates and rolls back the probe plans.
+    """
+
+    def __init__(self, config: HubConfig, directory: AgentDirectory, gate: Gate, lifecycle: PlanLifecycle) -> None:
+        self.config, self.directory, self.gate, self.lifecycle = config, directory, gate, lifecycle
+
+    def probe(self, incident_id: str, standing: list[StepRecord], acted: set[str]) -> tuple[set[str], list[UpdatePlan]]:
+        """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
+        returns the agents probed and the plans that changed state."""
+        by_agent: dict[str, list[StepRecord]] = {}
+        for r in standing:
+            by_agent.setdefault(r.agent, []).append(r)
+        probed, plans = set(), []
+        for agent, records in sorted(by_agent.items()):
+            spec = self.directory.specs.get(agent)
+            param = (
+                None
+                if agent in acted or spec is None
+                else opaque_param(spec, records, self.directory.codes, self.config)
+            )
+            if param is not None:
+                probed.add(agent)
+                n = sum(1 for r in records if r.error_code == spec.param(param).error_code)
+                plans += self._each_way(incident_id, spec, param, n)
+        return probed, plans
+
+    def _each_way(self, incident_id: str, spec: AgentSpec, param: str, n: int) -> list[UpdatePlan]:
+        """One plan per direction, replayed in shadow; the better goes on to validation, the other is rolled back."""
+        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        tried = []
+        for suffix, sign, joint in probe_reflections(incident_id, spec, param, n, self.directory.codes):
+            eligible, _, decisions = self.gate.split(joint, self.directory.specs)
+            plan = (
+                None
+                if eligible is None
+                else plan_update(eligible, self.directory.specs, current, self.config, self.directory.graph)
+            )
+            if plan is None:
+                continue
+            plan = plan.model_copy(
+                update={
+                    "plan_id": plan.plan_id + suffix,
+                    "gates": decisions,
+                    "objective": {**plan.objective, "probe": sign},
+                }
+            )
+            self.lifecycle.store.put_plan(plan)
+            _, verdict = shadow_verdict(
+                self.lifecycle.harnesses.shadow_replay(plan, self.config.shadow_tasks), self.config
+            )
+            tried.append((verdict.incumbent[1] - verdict.candidate[1], plan, verdict))
+        if not tried:
+            return []
+        tried.sort(key=lambda t: t[0], reverse=True)
+        losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict in tried[1:]]
+        return [self.lifecycle.validate(tried[0][1]), *losers]

@@ -1,0 +1,58 @@
+"""The hub on hard failures: a trace failed by its outcome alone, and probes for opaque symptoms."""
+
+from __future__ import annotations
+
+from rrsi.config import HubConfig
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.hub.hub import ReflectionHub
+from rrsi.hub.probes import PROBE_CONFIDENCE, opaque_param, probe_reflections
+from rrsi.schema import AgentSpec
+from tests.helpers import DOWN, UP, step
+
+
+def _hub() -> ReflectionHub:
+    hub = ReflectionHub(":memory:", HubConfig(attribution="most_upstream", reflector="rule"))
+    hub.register_agent(UP)
+    hub.register_agent(DOWN)
+    return hub
+
+
+def test_a_trace_failed_by_outcome_alone_becomes_an_incident():
+    hub = _hub()
+    hub.ingest(
+        [step(trace="t1", step_id="up", agent="up"), step(trace="t1", step_id="down", agent="down", parents=["up"])]
+    )
+    assert hub.analyze().incidents == []  # nothing failed visibly
+    hub.report_outcomes([{"trace_id": "t1", "ok": False, "error_code": "TASK_OUTCOME_001"}])
+    report = hub.analyze()
+    assert len(report.incidents) == 1 and report.trace_roots == {"t1": "down"}  # the answer's step, by the baseline
+    incident = hub.store.incident(report.incidents[0])
+    assert incident.trace_ids == ["t1"] and incident.failing_agents == ["down"]
+
+
+def _registry(spec: AgentSpec) -> ErrorCodeRegistry:
+    registry = ErrorCodeRegistry()
+    registry.register_agent(spec)
+    return registry
+
+
+def test_opaque_evidence_names_the_param_but_no_direction():
+    spec = AgentSpec.model_validate(UP)
+    registry, config = _registry(spec), HubConfig()
+    opaque = [
+        step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="could not complete")
+        for i in range(config.min_evidence)
+    ]
+    clear = [s.model_copy(update={"scratchpad": "strict=0.2 looked too low"}) for s in opaque]
+    assert opaque_param(spec, opaque, registry, config) == "strict"
+    assert opaque_param(spec, clear, registry, config) is None  # the Reflector has a direction there
+    assert opaque_param(spec, opaque[:-1], registry, config) is None  # too little evidence
+
+
+def test_a_probe_is_one_bounded_step_each_way_at_low_confidence():
+    spec = AgentSpec.model_validate(UP)
+    probes = probe_reflections("inc-1", spec, "strict", 12, _registry(spec))
+    assert [(suffix, sign) for suffix, sign, _ in probes] == [("-probe-up", 1.0), ("-probe-down", -1.0)]
+    ops = [j.reflections[0].actions[0].op for _, _, j in probes]
+    assert ops == ["increase", "decrease"]
+    assert all(j.reflections[0].confidence == PROBE_CONFIDENCE and j.backend == "probe" for _, _, j in probes)
