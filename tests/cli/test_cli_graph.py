@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 
 import pytest
 
@@ -15,33 +16,55 @@ def _run(*argv: str) -> int:
     return args.func(args)
 
 
-def test_train_then_attribute_whowhen_with_official_output(write_json, make_log, tmp_path):
+def _logs_folder(tmp_path, make_log, n=6):
     folder = tmp_path / "logs"
     folder.mkdir()
-    for k in range(4):
-        (folder / f"{k}.json").write_text(write_json(f"x{k}.json", make_log()).read_text())
-    ckpt = tmp_path / "m.pt"
-    assert _run("train-attribution", "--whowhen", str(folder), "--out", str(ckpt), "--epochs", "5") == 0
+    for k in range(n):
+        (folder / f"{k}.json").write_text(json.dumps(make_log()))
+    return folder
+
+
+def _magentic_log(k: int) -> dict:
+    """Role-only, human first, as Magentic-One writes: made up here, not from the data set."""
+    history = [
+        {"content": f"Question {k}: how many files are in the archive?", "role": "human"},
+        {"content": "Plan: ask the file reader to open the archive.", "role": "Orchestrator (thought)"},
+        {"content": "Please list the archive.", "role": "Orchestrator (-> FileSurfer)"},
+        {"content": "```python\nprint(len(files))\n```", "role": "FileSurfer"},
+        {"content": "FINAL ANSWER: 3", "role": "Orchestrator (termination condition)"},
+    ]
+    return {"question": history[0]["content"], "history": history, "mistake_agent": "FileSurfer", "mistake_step": "3"}
+
+
+def test_train_then_attribute_whowhen_with_evidence_and_official_output(make_log, tmp_path, capsys):
+    folder = _logs_folder(tmp_path, make_log)
+    (folder / "broken.json").write_text("{")
+    model = tmp_path / "m.npz"
+    assert _run("train-attribution", "--whowhen", str(folder), "--out", str(model)) == 0
     official, out = tmp_path / "pred.txt", tmp_path / "pred.json"
-    assert (
-        _run(
-            "attribute",
-            str(folder),
-            "--format",
-            "whowhen",
-            "--model",
-            str(ckpt),
-            "--official",
-            str(official),
-            "--json",
-            str(out),
-        )
-        == 0
-    )
+    argv = ["attribute", str(folder), "--format", "whowhen", "--model", str(model), "--official", str(official)]
+    assert _run(*argv, "--json", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "loaded 6 of 7 whowhen files" in printed and "broken.json" in printed and "p=" in printed
     text = official.read_text()
-    assert text.count("Prediction for ") == 4
-    assert "Prediction for 0.json:\nAgent Name: " in text and "Step Number: " in text
-    assert "Coder Expert/2" in text or "Planner_Expert" in text
+    assert text.count("Prediction for ") == 6
+    assert "Prediction for 0.json:\nAgent Name: Coder Expert/2\nStep Number: 1\n" in text
+    rows = json.loads(out.read_text())
+    assert len(rows[0]["evidence"]) == 3 and rows[0]["evidence"][0]["step"] == "1"
+
+
+def test_attribute_without_model_trains_the_real_log_model_on_first_use(make_log, tmp_path, monkeypatch):
+    monkeypatch.setenv("RRSI_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("RRSI_WHOWHEN", str(_logs_folder(tmp_path, make_log)))
+    other = tmp_path / "other"
+    other.mkdir()
+    for k in range(3):
+        (other / f"m{k}.json").write_text(json.dumps(_magentic_log(k)))
+    official = tmp_path / "pred.txt"
+    assert _run("attribute", str(other), "--format", "whowhen", "--official", str(official)) == 0
+    assert (tmp_path / "home" / "models" / "log-attribution.npz").exists()
+    text = official.read_text()
+    assert text.count("Prediction for ") == 3 and "Agent Name: human" not in text and "Step Number: 0\n" not in text
 
 
 def test_train_on_a_scenario_and_attribute_rrsi_traces(parallel_scenario, parallel_path, tmp_path):
@@ -71,6 +94,9 @@ def test_train_on_a_scenario_and_attribute_rrsi_traces(parallel_scenario, parall
 def test_bad_input_raises_user_errors(tmp_path):
     with pytest.raises(UserError, match="--whowhen"):
         _run("train-attribution", "--out", str(tmp_path / "m.pt"))
+    (tmp_path / "one.json").write_text(json.dumps(_magentic_log(0)))
+    with pytest.raises(UserError, match="no real-log model"):
+        _run("attribute", str(tmp_path), "--format", "whowhen", "--model", str(tmp_path / "absent.npz"))
     with pytest.raises(UserError, match="does not exist"):
         _run("attribute", str(tmp_path / "absent.json"), "--format", "otel", "--model", str(tmp_path / "m.pt"))
     with pytest.raises(UserError, match="folds"):
