@@ -28,7 +28,8 @@ class Task(_Model):
 
 
 class ExecutionResult(_Model):
-    """What an executor returns. ``truth`` is for simulators' ground truth: never shipped to the hub.
+    """What an executor returns. ``truth`` is for simulators' ground truth: never shipped to the hub;
+    ``confidence`` (the agent's own, or a validator's score, in [0, 1]) goes into the step record.
 
     The scratchpad and the intermediate steps may be as long as the agent wrote them; the
     harness summarises them to fit the step record (:mod:`rrsi.agents.records`).
@@ -40,6 +41,7 @@ class ExecutionResult(_Model):
     tool_calls: int = Field(default=0, ge=0)
     tools: list[str] = Field(default_factory=list)
     intermediate_steps: list[str] = Field(default_factory=list)
+    confidence: float | None = Field(default=None, ge=0.0, le=1.0)  # the agent's own; None: unknown
     truth: dict[str, Any] | None = None
 
 

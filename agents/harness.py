@@ -152,6 +152,7 @@ class AgentHarness:
             error_code=result.error_code,
             params_version=version,
             timestamp=start,
+            confidence=result.confidence,
         )
         self._ship(record)
         if version == self.params.version:

@@ -187,3 +187,14 @@ def test_a_record_the_hub_refuses_is_dead_lettered_and_the_rest_ship(ray_module,
     ray.get(h.close.remote())
     ray.kill(h)
     ray.kill(hub)
+
+
+def test_an_executors_confidence_reaches_the_record_and_a_bad_one_is_refused():
+    h, records = local(lambda task, params: ExecutionResult(output=1, scratchpad="summed", confidence=0.25))
+    h.run({"task_id": "t1", "trace_id": "tr1", "payload": 1})
+    assert StepRecord.model_validate_json(records[0]).confidence == 0.25
+    h, records = local(lambda task, params: 1)
+    h.run({"task_id": "t2", "trace_id": "tr2", "payload": 1})
+    assert StepRecord.model_validate_json(records[0]).confidence is None  # unknown, never 0
+    with pytest.raises(ValueError, match="confidence"):
+        ExecutionResult(output=1, scratchpad="summed", confidence=1.5)
