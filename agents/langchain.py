@@ -13,7 +13,9 @@ host it (``hub.register_agent(name, RunnableExecutor(graph, errors), params=...)
 - an exception is mapped to a semantic error code by the caller's :class:`ErrorTable`
   (exception class or class name → code and, optionally, the symptom the rule Reflector
   reads a direction from, e.g. ``"max_retries too low"``); an exception the table does not
-  name propagates, as with plain-function executors.
+  name propagates, as with plain-function executors. A mapped exception with a
+  ``partial_output`` attribute hands that on as the failed step's output (what a node had
+  produced before it gave up).
 
 :class:`PullModeAgent` runs the same executor outside Ray: it asks a params source (the
 hub's pull-mode API) for the params of each task id, runs the Runnable with them, and hands
@@ -293,7 +295,7 @@ class RunnableExecutor:
             ending = f"raised {type(exc).__name__}: {_short(str(exc), 400)}" + (
                 f"; {rule.symptom}" if rule.symptom else ""
             )
-            return self._result(collector, None, rule.code, ending, [])
+            return self._result(collector, getattr(exc, "partial_output", None), rule.code, ending, [])
         value = self.output(out) if self.output is not None else out
         return self._result(collector, value, None, f"returned {_short(value)}", _listed_steps(out))
 

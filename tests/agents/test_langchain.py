@@ -228,3 +228,17 @@ def test_parse_failures_reach_the_hub_and_the_promoted_value_reaches_configurabl
     assert all(o["error_code"] is None for o in after)
     assert {o["output"]["budget"] for o in after} == {int(values["max_retries"])}
     ray_module.kill(agent.actor)
+
+
+class GaveUp(Exception):
+    def __init__(self, message: str, partial_output: dict) -> None:
+        super().__init__(message)
+        self.partial_output = partial_output
+
+
+def test_a_mapped_exception_hands_on_its_partial_output():
+    def give_up(x):
+        raise GaveUp("found 2 of 3 fields", {"fields": ["a", "b"]})
+
+    out = RunnableExecutor(RunnableLambda(give_up), {GaveUp: "FIELDS_MISSING_001"})(Task(**task(0)), {})
+    assert out.error_code == "FIELDS_MISSING_001" and out.output == {"fields": ["a", "b"]}
