@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import ray  # noqa: E402
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import BatchSpanProcessor  # noqa: E402
@@ -29,7 +30,7 @@ from examples.real_pipeline.modes import FixedParams, HubParams, IndependentPara
 from examples.real_pipeline.pipeline import Pipeline  # noqa: E402
 from examples.real_pipeline.tasks import make_atlas, make_questions  # noqa: E402
 from rrsi.config import HubConfig  # noqa: E402
-from rrsi.hub.client import RemoteParams  # noqa: E402
+from rrsi.hub.client import RemoteParams, connect  # noqa: E402
 from rrsi.hub.hub import ReflectionHub  # noqa: E402
 from rrsi.hub.receiver import OtlpReceiver  # noqa: E402
 
@@ -39,33 +40,48 @@ TOKEN = "real-pipeline-bench"
 CONFIG = {"validation": "none", "alpha": 0.01}
 
 
-def run_mode(mode: str, rounds: int, tasks: int, seed: int, scorer: Scorer, log=print) -> list[float]:
-    """Success share per round of one mode."""
+def run_mode(
+    mode: str, rounds: int, tasks: int, seed: int, scorer: Scorer, log=print, use_ray: bool = False
+) -> list[float]:
+    """Success share per round of one mode (``use_ray``: the hub as a Ray actor behind a HubClient)."""
     atlas = make_atlas(seed)
     with tempfile.TemporaryDirectory() as tmp:
-        hub = receiver = provider = None
         if mode == "hub":
-            hub = ReflectionHub(str(Path(tmp) / "hub.sqlite"), CONFIG)
-            for spec in AGENTS:
-                hub.register_agent(spec)
-            receiver = OtlpReceiver(hub, port=0, token=TOKEN).start()
-            provider = TracerProvider()
-            exporter = OTLPSpanExporter(
-                endpoint=f"{receiver.url}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"}
-            )
-            provider.add_span_processor(BatchSpanProcessor(exporter))
-            source = HubParams(hub, RemoteParams(receiver.url, TOKEN), provider.force_flush)
+            source, tracer, close = _hub(Path(tmp) / "hub.sqlite", use_ray)
         else:
             source = IndependentParams(HubConfig(**CONFIG)) if mode == "independent" else FixedParams()
-        tracer = provider.get_tracer("real_pipeline") if provider else TracerProvider().get_tracer("real_pipeline")
+            tracer, close = TracerProvider().get_tracer("real_pipeline"), lambda: None
         pipeline = Pipeline(atlas, scorer, source, tracer)
         try:
             return [_round(pipeline, source, atlas, r, tasks, seed, mode, log) for r in range(rounds)]
         finally:
-            if provider is not None:
-                provider.shutdown()
-                receiver.stop()
-                hub.close()
+            close()
+
+
+def _hub(store: Path, use_ray: bool):
+    """The hub (in-process, or a Ray actor behind a HubClient), its receiver, and an OTLP exporter to it."""
+    if use_ray:
+        hub = connect(store=store, config=CONFIG)
+        for spec in AGENTS:
+            hub.register_pull_agent(**spec)
+    else:
+        hub = ReflectionHub(str(store), CONFIG)
+        for spec in AGENTS:
+            hub.register_agent(spec)
+    receiver = OtlpReceiver(hub, port=0, token=TOKEN).start()
+    provider = TracerProvider()
+    exporter = OTLPSpanExporter(endpoint=f"{receiver.url}/v1/traces", headers={"Authorization": f"Bearer {TOKEN}"})
+    provider.add_span_processor(BatchSpanProcessor(exporter))
+
+    def close() -> None:
+        provider.shutdown()
+        receiver.stop()
+        hub.close()
+        if use_ray:
+            ray.shutdown()
+
+    source = HubParams(hub, RemoteParams(receiver.url, TOKEN), provider.force_flush)
+    return source, provider.get_tracer("real_pipeline"), close
 
 
 def _round(pipeline, source, atlas, r, tasks, seed, mode, log) -> float:
@@ -90,9 +106,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--modes", default="none,independent,hub")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for the reader")
+    ap.add_argument("--ray", action="store_true", help="the hub as a Ray actor (HubClient) instead of in-process")
     args = ap.parse_args(argv)
     scorer = Scorer(threads=args.threads)
-    results = {m: run_mode(m, args.rounds, args.tasks, args.seed, scorer) for m in args.modes.split(",")}
+    modes = args.modes.split(",")
+    results = {m: run_mode(m, args.rounds, args.tasks, args.seed, scorer, use_ray=args.ray) for m in modes}
     print(f"\ntask success per round ({args.tasks} tasks per round, seed {args.seed})")
     for mode, per_round in results.items():
         print(
