@@ -94,6 +94,7 @@ def _hub_config(args: argparse.Namespace) -> HubConfig:
         {
             "approval": args.approval,
             "validation": args.validation,
+            "canary_share": args.canary_share,
             "lam": args.lam,
             "attribution": args.attribution,
             "reflector": args.reflector,
@@ -153,6 +154,12 @@ def _add_hub_choices(demo: argparse.ArgumentParser) -> None:
         choices=["shadow", "canary", "none"],
         default="shadow",
         help="how a candidate proves itself before promotion (default: shadow replay of the last tasks)",
+    )
+    demo.add_argument(
+        "--canary-share",
+        type=float,
+        default=0.05,
+        help="share of live tasks a candidate serves on canary (and a plan shadow replay cannot judge)",
     )
     demo.add_argument("--lam", type=float, default=0.05, help="λ of the L2 regularizer (normalized coordinates)")
     demo.add_argument(

@@ -1,7 +1,8 @@
 """One pass of the hub's loop, the body of :meth:`ReflectionHub.analyze`.
 
 In order: bring live harnesses to the store's params (on the first pass, then every
-``RECONCILE_EVERY_S``); act on human approvals and on canaries; take the failing traces
+``RECONCILE_EVERY_S``); act on human approvals and on canaries; re-open the analysis of agents
+whose promoted params regressed (:mod:`rrsi.hub.drift_watch`); take the failing traces
 waiting since the last pass, group them into incidents and run each through the incident
 pipeline; label and retrain the LM Reflector when due. An incident whose pipeline raises is
 logged and counted, and its traces are queued again (then parked; :mod:`rrsi.hub.ingest`),
@@ -16,6 +17,7 @@ import time
 from rrsi.config import HubConfig
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.drift_watch import DriftWatch
 from rrsi.hub.incident_pipeline import IncidentPipeline, record
 from rrsi.hub.incidents import group_traces
 from rrsi.hub.ingest import Ingestor
@@ -49,6 +51,7 @@ class AnalysisPass:
         self.config, self.store, self.directory, self.intake = config, store, directory, intake
         self.lifecycle, self.pipeline, self.reflectors, self.metrics = lifecycle, pipeline, reflectors, metrics
         self._reconciled_at: float | None = None
+        self.watch = DriftWatch(store, config, directory)
 
     def run(self) -> AnalysisReport:
         """One pass; returns what it did."""
@@ -58,6 +61,9 @@ class AnalysisPass:
             self.lifecycle.reconcile(self.directory.specs)
             self._reconciled_at = now
         record(report, self.metrics, *self.lifecycle.review_approved(), *self.lifecycle.review_canaries())
+        for agent, since in self.watch.regressed().items():
+            log.info("drift watch: %s's params regressed; its evidence from before %.0f no longer counts", agent, since)
+            self.pipeline.reopen(agent, since)
         traces = self._pending_traces()
         for group in self._groups(traces):
             self._run_group(group, report)

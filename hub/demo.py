@@ -27,12 +27,14 @@ from pydantic import BaseModel, Field
 from rrsi.agents.executor import Task
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig
+from rrsi.graph.baselines import most_upstream
 from rrsi.hub.hub import HUB_NAME, NAMESPACE, get_or_create_hub
 from rrsi.scenario import Scenario
-from rrsi.schema import TraceOutcome
+from rrsi.schema import Trace, TraceOutcome
 from rrsi.sim.ground_truth import TraceTruth, trace_truth
 from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
+from rrsi.store import Store
 
 __all__ = ["MODES", "OUTCOME_CODE", "RoundResult", "ModeResult", "PipelineRun", "run_demo"]
 
@@ -50,6 +52,7 @@ class RoundResult(BaseModel):
     root_causes: list[str]
     attribution_top1: float | None
     attribution_model: str | None
+    baseline_top1: float | None = None
     reflections: dict[str, int] = Field(default_factory=dict)
     drift: dict[str, float]
     retrained: bool = False
@@ -61,9 +64,13 @@ class ModeResult(BaseModel):
     final: dict[str, Any] = Field(default_factory=dict)
 
 
+def _mean(values: list[float | None]) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) / len(known) if known else None
+
+
 def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
     first, last = mode.rounds[0], mode.rounds[-1]
-    tops = [r.attribution_top1 for r in mode.rounds if r.attribution_top1 is not None]
     bystanders = {a: d for a, d in last.drift.items() if a not in planted}
     return {
         "failure_rate_first": first.failure_rate,
@@ -73,8 +80,9 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "updates_blocked": sum(r.updates["blocked"] for r in mode.rounds),
         "updates_rolled_back": sum(r.updates["rolled_back"] for r in mode.rounds),
         "spurious_updates": sum(r.spurious_updates for r in mode.rounds),
-        "attribution_top1": sum(tops) / len(tops) if tops else None,
+        "attribution_top1": _mean([r.attribution_top1 for r in mode.rounds]),
         "attribution_model": last.attribution_model,
+        "baseline_top1": _mean([r.baseline_top1 for r in mode.rounds]),
         "reflections": {
             b: sum(r.reflections.get(b, 0) for r in mode.rounds)
             for b in sorted({b for r in mode.rounds for b in r.reflections})
@@ -105,7 +113,7 @@ class PipelineRun:
     ) -> None:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {list(MODES)}, got {mode!r}")
-        self.scenario, self.mode, self.seed = scenario, mode, seed
+        self.scenario, self.mode, self.seed, self.store_path = scenario, mode, seed, store_path
         self.config = config or HubConfig()
         self.hub = get_or_create_hub(store_path, self.config)
         for name in scenario.order():
@@ -163,6 +171,23 @@ class PipelineRun:
         ]
         ray.get(self.hub.report_outcomes.remote([o.model_dump() for o in outcomes]))
 
+    def _baseline_top1(self, scored: list[str], truths: dict[str, TraceTruth]) -> float | None:
+        """Top-1 of the most-upstream baseline on the traces the hub's model was scored on (from the store's
+        records, each trace marked failed as the model saw it)."""
+        if not scored:
+            return None
+        store = Store(self.store_path)
+        by_trace: dict[str, list] = {}
+        for r in store.records(scored):
+            by_trace.setdefault(r.trace_id, []).append(r)
+        store.close()
+        hits = [
+            most_upstream(Trace.from_steps(steps, partial=True).model_copy(update={"outcome": "failure"})).root_agent
+            in truths[t].roots
+            for t, steps in by_trace.items()
+        ]
+        return sum(hits) / len(hits) if hits else None
+
     def round(self, rnd: int) -> RoundResult:
         traces = self._execute(rnd)
         ray.get([h.flush.remote() for h in self.harnesses.values()])
@@ -173,7 +198,8 @@ class PipelineRun:
         n = len(traces)
         failed = {t: [a for a, o in out.items() if o["error_code"]] for t, out in traces.items()}
         causes = {a for truth in truths.values() for a in truth.param_roots}
-        hits = [predicted[t] in truth.roots for t, truth in truths.items() if truth.failed and t in predicted]
+        scored = [t for t, truth in truths.items() if truth.failed and t in predicted]
+        hits = [predicted[t] in truths[t].roots for t in scored]
         names = list(self.harnesses)
         drifts = ray.get([self.harnesses[a].drift.remote() for a in names])
         result = RoundResult(
@@ -190,6 +216,7 @@ class PipelineRun:
             root_causes=sorted(causes),
             attribution_top1=sum(hits) / len(hits) if hits else None,
             attribution_model=self.attribution_model,
+            baseline_top1=self._baseline_top1(scored, truths),
             reflections=self.reflections,
             drift=dict(zip(names, drifts)),
             retrained=self.retrained,

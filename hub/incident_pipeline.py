@@ -25,6 +25,7 @@ from rrsi.graph.features import own_failure_rates
 from rrsi.graph.suspicion import with_upstream_suspects
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.drift_watch import WideSteps
 from rrsi.hub.gating import Gate
 from rrsi.hub.incidents import make_incident
 from rrsi.hub.joint_update import plan_update
@@ -32,10 +33,11 @@ from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.probes import Prober
 from rrsi.hub.reflectors import Reflectors
+from rrsi.hub.shadow import SILENT, SILENT_SHARE
 from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
 from rrsi.store import Store
 
-__all__ = ["Attributor", "IncidentPipeline", "record"]
+__all__ = ["Attributor", "IncidentPipeline", "record", "silent_share"]
 
 
 class Attributor:
@@ -91,6 +93,7 @@ class IncidentPipeline:
         self.reflectors, self.gate, self.lifecycle, self.metrics = reflectors, gate, lifecycle, metrics
         self.attribute = Attributor(config)
         self.prober = Prober(config, directory, gate, lifecycle)
+        self.wide = WideSteps(config)
         self.evidence: dict[str, dict[str, StepRecord]] = {}  # agent → record id → root record, oldest first
 
     def run(self, group: list[Trace], report: AnalysisReport) -> None:
@@ -114,7 +117,7 @@ class IncidentPipeline:
             eligible, held, decisions = self.gate.split(joint, self.directory.specs)
         else:
             eligible, held, decisions = None, joint, review
-        if self._plan(report, eligible, held, decisions):
+        if self._plan(report, eligible, held, decisions, standing):
             self.reflectors.keep_sample(incident, standing, self.directory.specs, joint)
 
     def _probe(self, incident: Incident, standing: list[StepRecord], joint: JointReflection | None, report) -> None:
@@ -141,6 +144,12 @@ class IncidentPipeline:
         standing = [s for a in agents for s in self.evidence.get(a, {}).values()]
         return incident, standing
 
+    def reopen(self, agent: str, since: float) -> None:
+        """Re-open ``agent``'s analysis: its evidence recorded before ``since`` no longer counts."""
+        window = self.evidence.get(agent, {})
+        self.evidence[agent] = {rid: r for rid, r in window.items() if r.timestamp >= since}
+        self.wide.open(agent, self.directory.current_params(agent)[0])
+
     def _keep(self, step: StepRecord) -> None:
         """Add a root record to its agent's evidence window (the latest ``max_evidence``, each record once)."""
         window = self.evidence.setdefault(step.agent, {})
@@ -155,6 +164,7 @@ class IncidentPipeline:
         eligible: JointReflection | None,
         held: JointReflection | None,
         decisions: list[GateDecision],
+        standing: list[StepRecord],
     ) -> bool:
         """A blocked plan for what the gate held and a validated plan for what it let through; whether any was made."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
@@ -167,15 +177,30 @@ class IncidentPipeline:
                 self.store.put_plan(plan)
                 record(report, self.metrics, plan)
         if eligible is not None:
-            plan = self._solve(eligible, current)
+            acting = {r.agent for r in eligible.reflections if r.actions}
+            share = silent_share(acting, standing)
+            plan = self._solve(eligible, current, self._step(acting, current, share))
             if plan is not None:
-                plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible]})
+                objective = {**plan.objective, SILENT: share}
+                plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible], "objective": objective})
                 self.store.put_plan(plan)
-                record(report, self.metrics, self.lifecycle.validate(plan))
+                plan = self.lifecycle.validate(plan)
+                self.wide.settled(plan)
+                record(report, self.metrics, plan)
         return len(report.plans) > planned
 
-    def _solve(self, joint: JointReflection, current) -> UpdatePlan | None:
-        return plan_update(joint, self.directory.specs, current, self.config, self.directory.graph)
+    def _step(self, agents: set[str], current, silent: float) -> float:
+        """How far an action without a value moves: wider for a re-opened agent (:class:`WideSteps`) and, on
+        silent evidence, as far as the trust region allows: only the traces it serves can judge such a step,
+        and a small step's effect hides in their noise."""
+        step = self.wide.step(agents, current)
+        if silent >= SILENT_SHARE and self.config.validation != "none":
+            step = max(step, self.config.trust_region)
+        return step
+
+    def _solve(self, joint: JointReflection, current, step: float | None = None) -> UpdatePlan | None:
+        config = self.config if step is None else self.config.model_copy(update={"default_step": step})
+        return plan_update(joint, self.directory.specs, current, config, self.directory.graph)
 
 
 def _incident(group: list[Trace], blamed: list[StepRecord]) -> Incident:
@@ -190,6 +215,12 @@ def _incident(group: list[Trace], blamed: list[StepRecord]) -> Incident:
         failing_agents=sorted({s.agent for s in blamed}),
         failing_steps=[s.record_id for s in blamed],
     )
+
+
+def silent_share(agents: set[str], standing: list[StepRecord]) -> float:
+    """The share of the evidence of ``agents`` (their records in ``standing``) with no error code."""
+    evidence = [r for r in standing if r.agent in agents]
+    return sum(1 for r in evidence if r.error_code is None) / len(evidence) if evidence else 0.0
 
 
 def record(report: AnalysisReport, metrics: HubMetrics, *plans: UpdatePlan) -> None:

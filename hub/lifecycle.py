@@ -18,21 +18,13 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.metrics import HubMetrics
-from rrsi.hub.shadow import shadow_verdict
+from rrsi.hub.shadow import SILENT, SILENT_SHARE, shadow_blind, shadow_verdict
 from rrsi.schema import Action, CanaryVerdict, GateDecision, UpdatePlan
 from rrsi.store import Store
 
 __all__ = ["PlanLifecycle"]
 
 log = logging.getLogger(__name__)
-
-
-def _pooled(outcomes) -> tuple[int, int]:
-    """(steps, failures) summed over the agents of a plan."""
-    steps = failures = 0
-    for n, f in outcomes:
-        steps, failures = steps + n, failures + f
-    return steps, failures
 
 
 def _canary_start(plan: UpdatePlan) -> float:
@@ -76,9 +68,18 @@ class PlanLifecycle:
         if self.config.validation == "canary":
             self.harnesses.push_candidates(plan, self.config.canary_share)
             return plan
-        decision, verdict = shadow_verdict(self.harnesses.shadow_replay(plan, self.config.shadow_tasks), self.config)
+        pairs = self.harnesses.shadow_replay(plan, self.config.shadow_tasks)
+        if plan.objective.get(SILENT, 0.0) >= SILENT_SHARE and shadow_blind(pairs, self.config):
+            return self._live(plan)
+        decision, verdict = shadow_verdict(pairs, self.config)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
+
+    def _live(self, plan: UpdatePlan) -> UpdatePlan:
+        """A plan shadow replay cannot judge (its agents' evidence is silent: their own steps hardly fail
+        visibly, with either params) goes to live traffic, judged by the traces it serves."""
+        self.harnesses.push_candidates(plan, self.config.canary_share)
+        return plan
 
     def reject(self, plan: UpdatePlan, verdict: CanaryVerdict) -> UpdatePlan:
         """Roll back a proposed plan that lost a comparison (a probe's other direction), keeping its verdict."""
@@ -95,8 +96,10 @@ class PlanLifecycle:
         settled = []
         for plan in self.store.plans("canary"):
             since = _canary_start(plan)  # the incumbent's traffic served beside the candidate's, not all of its past
-            cand = _pooled(self.store.outcomes(u.agent, u.version_new, since) for u in plan.updates)
-            inc = _pooled(self.store.outcomes(u.agent, u.version_old, since) for u in plan.updates)
+            # judged on the traces each side served, end to end: a defect that shows only downstream or in
+            # the answer counts against the version that made it
+            cand = self.store.trace_failures([(u.agent, u.version_new) for u in plan.updates], since)
+            inc = self.store.trace_failures([(u.agent, u.version_old) for u in plan.updates], since)
             decision, verdict = canary_verdict(cand, inc, self.config)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":

@@ -4,6 +4,12 @@ On the discordant pairs (b: only the incumbent failed, c: only the candidate fai
 test p = P(X ≥ b | X ~ Bin(b + c, ½)); the candidate is promoted when p < α with at least
 ``canary_min_sample`` replayed tasks and its gain (b − c)/n exceeds ``canary_margin``, and
 rolled back otherwise.
+
+A replay only sees what the agent's own step shows. When the evidence behind a plan is silent
+(``objective["silent"]``: the share of its agents' blamed records with no error code, ≥ ½) and
+the replay is *blind* — so few discordant pairs d that even d fixed of d would not reach α,
+P(X ≥ d | Bin(d, ½)) = 2⁻ᵈ ≥ α — the lifecycle judges the plan on live traffic instead, by the
+traces it serves (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate`).
 """
 
 from __future__ import annotations
@@ -13,7 +19,16 @@ from rrsi.hub.canary import Decision
 from rrsi.schema import CanaryVerdict
 from rrsi.stats import sign_test
 
-__all__ = ["shadow_verdict"]
+__all__ = ["SILENT", "SILENT_SHARE", "shadow_blind", "shadow_verdict"]
+
+SILENT = "silent"  # the objective term: share of the plan's evidence with no error code
+SILENT_SHARE = 0.5  # from this share on, a plan's evidence is silent
+
+
+def shadow_blind(pairs: list[tuple[bool, bool]], config: HubConfig) -> bool:
+    """Whether no outcome of this replay's discordant pairs could reach ``canary_alpha`` (see the module docstring)."""
+    d = sum(1 for i, c in pairs if i != c)
+    return sign_test(d, d) >= config.canary_alpha
 
 
 def shadow_verdict(pairs: list[tuple[bool, bool]], config: HubConfig) -> tuple[Decision, CanaryVerdict]:

@@ -161,6 +161,27 @@ class Store:
         )
         return rows[0][0], rows[0][1] or 0
 
+    def trace_failures(self, versions: Iterable[tuple[str, int]], since: float | None = None) -> tuple[int, int]:
+        """(traces, failed traces) among the traces with a step of any ``(agent, params version)`` of
+        ``versions`` (recorded from ``since``, epoch seconds). A trace failed when any of its steps
+        failed or its reported outcome is a failure, so a defect that shows only downstream, or only
+        in the answer, counts against the version that ran."""
+        pairs = list(versions)
+        if not pairs:
+            return 0, 0
+        match = " OR ".join("(agent = ? AND params_version = ?)" for _ in pairs)
+        args: list = [x for pair in pairs for x in pair]
+        if since is not None:
+            args.append(since)
+        sql = (
+            "SELECT COUNT(*), SUM(EXISTS (SELECT 1 FROM records f WHERE f.trace_id = t.trace_id "
+            "AND f.error_code IS NOT NULL) OR EXISTS (SELECT 1 FROM trace_outcomes o WHERE o.trace_id = t.trace_id "
+            f"AND o.ok = 0)) FROM (SELECT DISTINCT trace_id FROM records WHERE ({match})"
+            f"{' AND ts >= ?' if since is not None else ''}) t"
+        )
+        rows = self._read(sql, tuple(args))
+        return rows[0][0], rows[0][1] or 0
+
     def count(self, table: str) -> int:
         """Rows of one of the store's tables."""
         if table not in _TABLES:

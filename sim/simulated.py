@@ -31,7 +31,6 @@ import zlib
 import numpy as np
 
 from rrsi.agents.executor import ExecutionResult, Task
-from rrsi.errors import ScenarioError
 from rrsi.scenario import Scenario, ScenarioAgent
 from rrsi.sim.pipeline import DEFECT
 
@@ -77,11 +76,6 @@ class SimulatedExecutor:
         self.agent = scenario.agent(agent)
         self.propagation = scenario.propagation
         self.signal = scenario.confidence_signal
-        if self.signal > 0 and "confidence" not in ExecutionResult.model_fields:
-            raise ScenarioError(
-                f"{scenario.name}: confidence_signal needs ExecutionResult.confidence, which this version of "
-                "rrsi.agents does not have; set confidence_signal: 0"
-            )
         self.seed = (scenario.seed, run_seed, _stable_hash(scenario.name, agent))
         self._misleading = {
             p.name: ("too low" if _stable_hash(scenario.seed, agent, p.name) % 2 else "too high")

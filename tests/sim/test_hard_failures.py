@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import yaml
 
-from rrsi.agents.executor import ExecutionResult, Task
+from rrsi.agents.executor import Task
 from rrsi.errors import ScenarioError
 from rrsi.scenario import bundled_scenario, parse_scenario
 from rrsi.sim.ground_truth import trace_truth
@@ -19,14 +19,11 @@ from rrsi.sim.pipeline import Pipeline
 from rrsi.sim.simulated import SimulatedExecutor
 
 HARD = Path(__file__).parent / "hard-failures.yaml"
-CONFIDENCE = "confidence" in ExecutionResult.model_fields  # the harness API carries step confidences
 
 
 def hard_data() -> dict:
-    """The test scenario; without step confidences in the harness API, without its confidence signal
-    (it changes confidences only, never who fails)."""
-    data = yaml.safe_load(HARD.read_text())
-    return data if CONFIDENCE else {**data, "confidence_signal": 0.0}
+    """The test scenario, every new key set."""
+    return yaml.safe_load(HARD.read_text())
 
 
 def hard_scenario():
@@ -120,7 +117,6 @@ def test_a_silent_failure_shows_nothing_in_the_record():
     assert all("defect" not in o["scratchpad"] and "defect" not in str(o["output"]) for o in audit)
 
 
-@pytest.mark.skipif(not CONFIDENCE, reason="ExecutionResult.confidence is not in rrsi.agents yet")
 def test_defective_and_failing_steps_report_lower_confidence():
     scenario = hard_scenario()
     traces = _simulate(scenario, 600)

@@ -1,0 +1,80 @@
+"""The drift watch: a promoted version that fails more than it did re-opens its agent's analysis."""
+
+from __future__ import annotations
+
+from rrsi.config import HubConfig
+from rrsi.hub.directory import AgentDirectory
+from rrsi.hub.drift_watch import DriftWatch, WideSteps
+from rrsi.schema import AgentUpdate, UpdatePlan
+from rrsi.store import Store
+from tests.helpers import DOWN, UP, step
+
+
+def _round(store: Store, rnd: int, up_failures: int, n: int = 100, version: int = 1) -> None:
+    """``n`` traces of up → down at ``ts = rnd``; the first ``up_failures`` fail at up."""
+    records = []
+    for i in range(n):
+        code = "UP_FAIL_001" if i < up_failures else None
+        records.append(
+            step(trace=f"r{rnd}-{i}", step_id="up", agent="up", error_code=code, ts=rnd, params_version=version)
+        )
+        records.append(step(trace=f"r{rnd}-{i}", step_id="down", agent="down", parents=["up"], ts=rnd))
+    store.add_records(records)
+
+
+def _watched() -> tuple[Store, DriftWatch]:
+    store = Store(":memory:")
+    directory = AgentDirectory(store)
+    directory.register(UP)
+    directory.register(DOWN)
+    store.put_params("up", 1, {"strict": 0.5}, "promoted", "p")
+    return store, DriftWatch(store, HubConfig(canary_min_sample=50, canary_alpha=0.05), directory)
+
+
+def test_a_regression_of_a_promoted_version_is_found_after_it_shows():
+    store, watch = _watched()
+    assert watch.regressed(now=0.5) == {}  # the first pass only starts the clock
+    for rnd in (1, 2, 3):
+        _round(store, rnd, up_failures=3)
+        assert watch.regressed(now=rnd + 0.5) == {}  # steady: nothing to report
+    _round(store, 4, up_failures=15)
+    assert watch.regressed(now=4.5) == {"up": 3.5}  # evidence before round 4 no longer counts
+    _round(store, 5, up_failures=15)
+    assert watch.regressed(now=5.5) == {}  # the watch started over from the regressed window
+
+
+def test_an_agent_never_promoted_is_not_watched_and_small_windows_say_nothing():
+    store, watch = _watched()
+    watch.regressed(now=0.5)
+    _round(store, 1, up_failures=0, n=40)
+    watch.regressed(now=1.5)
+    _round(store, 2, up_failures=20, n=40)  # worse, but fewer than canary_min_sample steps per window
+    assert watch.regressed(now=2.5) == {}
+    store.add_records(
+        [step(trace=f"d{i}", step_id="down", agent="down", error_code="DOWN_FAIL_001", ts=3) for i in range(99)]
+    )
+    assert "down" not in watch.regressed(now=3.5)
+
+
+def _plan(state: str) -> UpdatePlan:
+    update = AgentUpdate(
+        agent="up", theta_old={"strict": 0.2}, theta_new={"strict": 0.5}, lam=0.05, confidence=0.9, version_old=1
+    )
+    plan = UpdatePlan(plan_id="p", incident_id="i", updates=[update])
+    return plan.transition("canary").transition(state)
+
+
+def test_a_reopened_agent_steps_by_the_trust_region_halved_at_each_rollback():
+    config = HubConfig(trust_region=0.4, default_step=0.1)
+    wide = WideSteps(config)
+    current = {"up": (1, {}), "down": (0, {})}
+    assert wide.step({"up"}, current) == 0.1
+    wide.open("up", 1)
+    assert wide.step({"up", "down"}, current) == 0.4 and wide.step({"down"}, current) == 0.1
+    wide.settled(_plan("rolled_back"))
+    assert wide.step({"up"}, current) == 0.2
+    wide.settled(_plan("rolled_back"))
+    assert wide.step({"up"}, current) == 0.1  # halved to the floor: closed
+    wide.open("up", 1)
+    assert wide.step({"up"}, {"up": (2, {})}) == 0.1  # its params moved since: closed
+    assert wide.step({"up"}, current) == 0.1
