@@ -11,7 +11,9 @@ trust region, the L2 regularizer and the gate apply as to any update). Both are 
 shadow on the same recent tasks; the direction with the larger gain goes on to the
 configured validation (its promotion test against the incumbent decides), the other is
 rolled back with its verdict. Each plan carries ``objective["probe"]`` = +1 or −1 and a
-``-probe-up``/``-probe-down`` id, so the plan says it was a probe.
+``-probe-<agent>-up``/``-down`` id, so the plan says it was a probe (the agent in the id: two
+agents probed in one incident would otherwise write their plans under one id, the later
+replacing the earlier in the store while both agents' param versions stay).
 """
 
 from __future__ import annotations
@@ -75,7 +77,7 @@ def probe_reflections(
             reflections=[reflection],
             backend="probe",
         )
-        out.append((f"-probe-{suffix}", sign, joint))
+        out.append((f"-probe-{spec.name}-{suffix}", sign, joint))
     return out
 
 

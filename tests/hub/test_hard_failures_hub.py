@@ -52,7 +52,28 @@ def test_opaque_evidence_names_the_param_but_no_direction():
 def test_a_probe_is_one_bounded_step_each_way_at_low_confidence():
     spec = AgentSpec.model_validate(UP)
     probes = probe_reflections("inc-1", spec, "strict", 12, _registry(spec))
-    assert [(suffix, sign) for suffix, sign, _ in probes] == [("-probe-up", 1.0), ("-probe-down", -1.0)]
+    assert [(suffix, sign) for suffix, sign, _ in probes] == [("-probe-up-up", 1.0), ("-probe-up-down", -1.0)]
     ops = [j.reflections[0].actions[0].op for _, _, j in probes]
     assert ops == ["increase", "decrease"]
     assert all(j.reflections[0].confidence == PROBE_CONFIDENCE and j.backend == "probe" for _, _, j in probes)
+
+
+def test_two_agents_probed_in_one_incident_keep_their_own_plans():
+    hub = _hub()
+    n = hub.config.min_evidence
+    records = []
+    for i in range(n):  # up fails opaquely in some traces, down in others: one incident, both probed
+        records.append(step(trace=f"u{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="could not"))
+        records.append(step(trace=f"d{i}", step_id="up", agent="up"))
+        records.append(
+            step(
+                trace=f"d{i}", step_id="down", agent="down", parents=["up"], error_code="DOWN_FAIL_001", scratchpad="x"
+            )
+        )
+    hub.ingest(records)
+    report = hub.analyze()
+    probes = [p for p in report.plans if p.objective.get("probe")]
+    assert len(report.incidents) == 1 and {u.agent for p in probes for u in p.updates} == {"up", "down"}
+    assert len({p.plan_id for p in probes}) == 4  # one id per agent and direction
+    for plan in probes:  # the store holds each agent's own plan under its id, none replaced by another's
+        assert hub.store.plan(plan.plan_id).updates[0].agent == plan.updates[0].agent
