@@ -183,7 +183,7 @@ def retrieve(atlas: list[Fact]):
 
 
 def _ranked(scorer: Scorer, payload: dict, params: dict) -> tuple[list[str], list[float], list[int], list[str]]:
-    prompt, shown = reader_prompt(payload["question"], payload["facts"], params["few_shot"])
+    prompt, shown = reader_prompt(payload["question"], payload["facts"], int(params["few_shot"]))
     words = set(payload["question"].replace("?", " ").split())
     candidates = tuple(dict.fromkeys(w for s in shown for w in _CAPITALISED.findall(s) if w not in words))
     if not candidates:

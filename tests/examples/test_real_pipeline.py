@@ -131,3 +131,16 @@ def test_smoke_round_with_smollm2(tmp_path):
     success = run_mode("hub", rounds=1, tasks=2, seed=1, scorer=Scorer(threads=1), log=lines.append)
     assert len(success) == 1 and 0.0 <= success[0] <= 1.0
     assert lines and lines[0].startswith("hub") and "step failures" in lines[0]
+
+
+def test_verify_re_asks_the_reader_with_the_params_it_pulled():
+    atlas = make_atlas(1)
+    q = make_questions(atlas, 1, seed=7)[0]
+    facts = [f.text for f in sorted(atlas, key=lambda f: q.country not in f.text)[:3]]
+    payload = {**_payload(q), "facts": facts}
+    pulled = {"few_shot": 1.0, "temperature": 2.0}  # as pulled: floats, whatever the kind
+    found = executors(atlas, ReadsTheFacts(), lambda _payload: pulled)
+    task = Task(task_id=q.qid, trace_id=q.qid, payload=payload)
+    assert found["verify"](task, {"max_retries": 0}).error_code == "VERIFY_EXHAUSTED_001"
+    rescued = found["verify"](task, {"max_retries": 10})
+    assert rescued.error_code is None and is_correct(q, rescued.output["answer"])
