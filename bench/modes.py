@@ -1,13 +1,15 @@
-"""none vs independent vs hub on every bundled scenario: the table in the README.
+"""none vs independent vs hub on every bundled scenario (or scenario files): the table in the README.
 
-    python bench/modes.py [--scenarios loan-approval,long-chain,diamond,steady,opaque-symptoms,mid-run-shift]
-                          [--seeds 0,1,2] [--validation shadow] [--reflector rule]
+    python bench/modes.py [--scenarios loan-approval,...,silent-relay,path/to/held-out.yaml]
+                          [--seeds 0,1,2] [--validation shadow] [--reflector rule] [--canary-share 0.05]
 
 Per scenario and mode, averaged over seeds: failure rate of round 1 and of the last round,
 updates applied, spurious updates (to agents that were not a root cause that round), the
-largest drift of an agent that was never a planted root, and the hub's attribution top-1
-against the simulator's ground truth. ``hub`` runs twice, with the GNN attribution (checked
-against step confidences) and with the most-upstream baseline, on the same tasks.
+largest drift of an agent that was never a planted root, the hub's attribution top-1 against
+the simulator's ground truth and, beside it, most-upstream's top-1 on the same traces. ``hub``
+runs twice, with the GNN attribution (checked against step confidences) and with the
+most-upstream baseline driving the loop. For a scenario with ``shifts`` the hub's failure
+rate the round before the first shift and three rounds after it follows the table.
 """
 
 from __future__ import annotations
@@ -21,7 +23,64 @@ import ray
 
 from rrsi.config import HubConfig
 from rrsi.hub.demo import MODES, run_demo
-from rrsi.scenario import bundled_names, bundled_scenario
+from rrsi.scenario import Scenario, bundled_names, bundled_scenario, load_scenario
+
+HUB_MU = "hub most-upstream"
+KEYS = ("failure_rate_first", "failure_rate_last", "updates_applied", "spurious_updates", "max_drift_non_root")
+
+
+def _scenario(name: str) -> Scenario:
+    return load_scenario(name) if name.endswith((".yaml", ".yml")) else bundled_scenario(name)
+
+
+def _mean(values) -> float | None:
+    known = [v for v in values if v is not None]
+    return statistics.mean(known) if known else None
+
+
+def _runs(scenario: Scenario, seeds: list[int], config: HubConfig, tmp: Path) -> list[dict]:
+    baseline = config.model_copy(update={"attribution": "most_upstream"})
+    out = []
+    for seed in seeds:
+        run = run_demo(scenario, list(MODES), scenario.rounds, seed, tmp / f"{scenario.name}-{seed}", config)
+        mu = run_demo(scenario, ["hub"], scenario.rounds, seed, tmp / f"{scenario.name}-{seed}-mu", baseline)
+        out.append({**run["modes"], HUB_MU: mu["modes"]["hub"]})
+    return out
+
+
+def _rows(name: str, runs: list[dict]) -> list[tuple]:
+    rows = []
+    for mode in (*MODES, HUB_MU):
+        finals = [r[mode]["final"] for r in runs]
+        tops = (_mean(f["attribution_top1"] for f in finals), _mean(f.get("baseline_top1") for f in finals))
+        rows.append((name, mode, *(statistics.mean(f[k] for f in finals) for k in KEYS), *tops))
+    return rows
+
+
+def _shift_line(scenario: Scenario, runs: list[dict]) -> str | None:
+    """The hub's failure rate the round before the first shift and three rounds after it."""
+    if not scenario.shifts:
+        return None
+    at = min(s.round for s in scenario.shifts)
+    rate = lambda r: statistics.mean(run["hub"]["rounds"][r - 1]["failure_rate"] for run in runs)  # noqa: E731
+    if at < 2 or at + 3 > scenario.rounds:
+        return None
+    return f"{scenario.name}: hub failure {rate(at - 1):.3f} in round {at - 1}, {rate(at + 3):.3f} in round {at + 3}"
+
+
+def _print(rows: list[tuple], notes: list[str], header: str) -> None:
+    print(header)
+    print("| scenario | mode | failure round 1 | failure last | updates | spurious | max drift non-root | attr top-1 "
+          "| most-upstream top-1, same traces |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, mode, first, last, updates, spurious, drift, top, mu in rows:
+        shown = ["—" if v is None else f"{v:.2f}" for v in (top, mu)]
+        print(
+            f"| {name} | {mode} | {first:.3f} | {last:.3f} | {updates:.1f} | {spurious:.1f} | {drift:.3f} "
+            f"| {shown[0]} | {shown[1]} |"
+        )
+    for note in notes:
+        print(note)
 
 
 def main() -> None:
@@ -30,6 +89,7 @@ def main() -> None:
     parser.add_argument("--seeds", default="0,1,2")
     parser.add_argument("--validation", default="shadow", choices=["shadow", "canary", "none"])
     parser.add_argument("--approval", default="manual", choices=["manual", "auto"])
+    parser.add_argument("--canary-share", type=float, default=0.05)
     parser.add_argument(
         "--reflector",
         default="rule",
@@ -38,53 +98,28 @@ def main() -> None:
     )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
-    config = HubConfig(validation=args.validation, approval=args.approval, reflector=args.reflector, retrain=False)
+    config = HubConfig(
+        validation=args.validation,
+        approval=args.approval,
+        reflector=args.reflector,
+        retrain=False,
+        canary_share=args.canary_share,
+    )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="rrsi")
-    rows = []
+    rows, notes = [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenarios.split(","):
-            scenario = bundled_scenario(name)
-            baseline = config.model_copy(update={"attribution": "most_upstream"})
-            runs = [
-                {
-                    **run_demo(scenario, list(MODES), scenario.rounds, seed, Path(tmp) / f"{name}-{seed}", config),
-                    "upstream": run_demo(
-                        scenario, ["hub"], scenario.rounds, seed, Path(tmp) / f"{name}-{seed}-mu", baseline
-                    ),
-                }
-                for seed in seeds
-            ]
-            for mode in (*MODES, "hub most-upstream"):
-                finals = [
-                    r["upstream"]["modes"]["hub"]["final"] if mode == "hub most-upstream" else r["modes"][mode]["final"]
-                    for r in runs
-                ]
-                mean = lambda key, finals=finals: statistics.mean(f[key] for f in finals)
-                rows.append(
-                    (
-                        name,
-                        mode,
-                        mean("failure_rate_first"),
-                        mean("failure_rate_last"),
-                        mean("updates_applied"),
-                        mean("spurious_updates"),
-                        mean("max_drift_non_root"),
-                        statistics.mean(f["attribution_top1"] or 0.0 for f in finals)
-                        if mode.startswith("hub")
-                        else None,
-                    )
-                )
+            scenario = _scenario(name)
+            runs = _runs(scenario, seeds, config, Path(tmp))
+            rows += _rows(scenario.name, runs)
+            notes += [line for line in [_shift_line(scenario, runs)] if line]
     ray.shutdown()
-    print(
-        f"modes on bundled scenarios, {len(seeds)} seeds each (validation={args.validation}, approval={args.approval})"
+    _print(
+        rows,
+        notes,
+        f"modes, {len(seeds)} seeds each (validation={args.validation}, approval={args.approval}, "
+        f"canary share {args.canary_share}, reflector {args.reflector})",
     )
-    print("| scenario | mode | failure round 1 | failure last | updates | spurious | max drift non-root | attr top-1 |")
-    print("|---|---|---|---|---|---|---|---|")
-    for name, mode, first, last, updates, spurious, drift, top in rows:
-        shown = "—" if top is None else f"{top:.2f}"
-        print(
-            f"| {name} | {mode} | {first:.3f} | {last:.3f} | {updates:.1f} | {spurious:.1f} | {drift:.3f} | {shown} |"
-        )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,51 @@
+"""The hub's loop on hard failures, end to end on Ray, on bundled and held-out scenarios alike
+(the held-out files in tests/hub/scenarios have the same keys and were never tuned on).
+
+- silent root behind a relaying agent: attribution top-1 ≥ 0.8 and ≥ 0.25 above most-upstream on
+  the same traces; failure −60 % in 15 rounds; 0 spurious updates;
+- mid-run shift: back within 0.03 of the round before the shift three rounds after it; bystander
+  drift ≤ 0.05.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rrsi.config import HubConfig
+from rrsi.hub.demo import run_demo
+from rrsi.scenario import Scenario, bundled_scenario, load_scenario
+
+HELD_OUT = Path(__file__).parent / "scenarios"
+# a plan shadow replay cannot judge is tried on live traffic: half of it, so that 200-task rounds decide
+CONFIG = HubConfig(validation="shadow", reflector="rule", retrain=False, canary_share=0.5)
+
+
+def _hub(scenario: Scenario, tmp_path: Path) -> dict:
+    return run_demo(scenario, ["hub"], scenario.rounds, 0, tmp_path, CONFIG)["modes"]["hub"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "scenario", [bundled_scenario("silent-relay"), load_scenario(HELD_OUT / "heldout-silent.yaml")]
+)
+def test_a_silent_root_behind_a_relay_is_found_and_fixed(ray_module, tmp_path, scenario):
+    assert scenario.outcome_check and any(a.silent > 0.5 for a in scenario.agents)
+    final = _hub(scenario, tmp_path)["final"]
+    assert final["attribution_top1"] >= 0.8
+    assert final["attribution_top1"] - final["baseline_top1"] >= 0.25
+    assert final["reduction"] >= 0.6
+    assert final["spurious_updates"] == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "scenario", [bundled_scenario("mid-run-shift"), load_scenario(HELD_OUT / "heldout-shift.yaml")]
+)
+def test_after_a_shift_the_hub_moves_the_param_again(ray_module, tmp_path, scenario):
+    hub = _hub(scenario, tmp_path)
+    at = scenario.shifts[0].round
+    rate = [r["failure_rate"] for r in hub["rounds"]]
+    assert rate[at - 1 + 3] <= rate[at - 2] + 0.03  # rounds are 1-based: round at+3 against round at-1
+    assert hub["final"]["max_drift_non_root"] <= 0.05
