@@ -11,6 +11,7 @@ import sys
 from rrsi.cli import attribution_cmd, console_cmd, demo_cmd, hub_cmd, reflector_cmd, report_cmd, tune_cmd
 from rrsi.cli.options import err_console
 from rrsi.errors import RRSIError, UserError
+from rrsi.threads import stop_progress_monitors
 
 __all__ = ["build_parser", "main"]
 
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
     except RRSIError as exc:
         err_console.print(f"[red]failed:[/red] {exc}")
         return 1
+    finally:
+        stop_progress_monitors()  # joined here, not left to run while the interpreter exits
 
 
 if __name__ == "__main__":

@@ -30,6 +30,14 @@ def _private_home() -> None:
 _private_home()
 
 
+def pytest_unconfigure(config):
+    """Join tqdm's monitor threads (model-loading and training bars start them): left to tqdm, they are
+    only signalled at exit and run while the interpreter tears down."""
+    from rrsi.threads import stop_progress_monitors
+
+    stop_progress_monitors()
+
+
 @pytest.fixture(scope="module")
 def ray_module():
     """One small Ray per test module (start/stop ≈ 5 s)."""

@@ -105,3 +105,23 @@ def test_hub_harness_and_ray_leave_no_thread_of_ours_at_exit(tmp_path):
     assert result["shipped"] == 10 and result["orphan"] == "gave up" and result["passes"] >= 2
     assert result["ray_initialized"] is False
     assert [name for name, _ in result["threads"] if name.startswith("rrsi-")] == [], result["threads"]
+
+
+def test_progress_monitor_threads_are_joined_and_a_later_bar_starts_a_new_one():
+    from tqdm import tqdm
+
+    from rrsi.threads import stop_progress_monitors
+
+    class Bar(tqdm):
+        monitor_interval = 0.01
+
+    for _ in Bar(range(2), mininterval=0):
+        pass
+    monitor = Bar.monitor
+    assert monitor is not None and monitor.is_alive()
+    assert stop_progress_monitors() >= 1
+    assert not monitor.is_alive() and Bar.monitor is None
+    for _ in Bar(range(2), mininterval=0):
+        pass
+    assert Bar.monitor is not None and Bar.monitor.is_alive()
+    stop_progress_monitors()
