@@ -39,33 +39,42 @@ _RECORDS = TypeAdapter(list[typed_dict_of(StepRecord)])
 _FIELDS = len(StepRecord.model_fields)
 
 
-_gc_lock = threading.Lock()
-_gc_holders = 0
-_gc_was_enabled = True
-
-
-@contextmanager
-def paused_gc():
-    """The cyclic garbage collector off while a batch is parsed (threads of one process share the pause).
+class _CollectorPause:
+    """The cyclic garbage collector off while batches are ingested (threads of one process share the pause).
 
     Ingesting a batch allocates tens of thousands of dicts, lists and strings, none in a reference cycle
     and all dropped when the batch is stored; each allocation burst made the collector scan them again and
     again, which took half of ingest's time. Reference counting still frees everything; collection resumes
-    after.
+    when the last batch is done, and when batches overlap without a break for ``MAX_PAUSE_S`` the young
+    generations are collected anyway, so the cycles other code makes meanwhile do not pile up.
     """
-    global _gc_holders, _gc_was_enabled
-    with _gc_lock:
-        _gc_holders += 1
-        if _gc_holders == 1:
-            _gc_was_enabled = gc.isenabled()
-            gc.disable()
-    try:
-        yield
-    finally:
-        with _gc_lock:
-            _gc_holders -= 1
-            if _gc_holders == 0 and _gc_was_enabled:
-                gc.enable()
+
+    MAX_PAUSE_S = 1.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders, self._was_enabled, self._since = 0, True, 0.0
+
+    @contextmanager
+    def __call__(self):
+        with self._lock:
+            self._holders += 1
+            if self._holders == 1:
+                self._was_enabled, self._since = gc.isenabled(), time.monotonic()
+                gc.disable()
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._holders -= 1
+                if self._holders == 0 and self._was_enabled:
+                    gc.enable()
+                elif self._was_enabled and time.monotonic() - self._since > self.MAX_PAUSE_S:
+                    gc.collect(1)
+                    self._since = time.monotonic()
+
+
+paused_gc = _CollectorPause()
 
 
 @dataclass(slots=True)

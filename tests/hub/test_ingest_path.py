@@ -72,3 +72,16 @@ def test_the_collector_is_as_it_was_after_a_batch(hub):
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_overlapping_batches_still_collect_the_young_generations(monkeypatch):
+    from rrsi.hub import ingest
+
+    collected = []
+    monkeypatch.setattr(ingest.paused_gc, "MAX_PAUSE_S", 0.0)
+    monkeypatch.setattr(gc, "collect", lambda generation=2: collected.append(generation) or 0)
+    with ingest.paused_gc():  # a batch still being ingested while another one ends
+        with ingest.paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled() and collected == [1]
+    assert gc.isenabled()
