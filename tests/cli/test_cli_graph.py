@@ -36,7 +36,8 @@ def _magentic_log(k: int) -> dict:
     return {"question": history[0]["content"], "history": history, "mistake_agent": "FileSurfer", "mistake_step": "3"}
 
 
-def test_train_then_attribute_whowhen_with_evidence_and_official_output(make_log, tmp_path, capsys):
+def test_train_then_attribute_whowhen_with_evidence_and_official_output(make_log, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("RRSI_HOME", str(tmp_path / "home"))
     folder = _logs_folder(tmp_path, make_log)
     (folder / "broken.json").write_text("{")
     model = tmp_path / "m.npz"
@@ -102,3 +103,16 @@ def test_bad_input_raises_user_errors(tmp_path):
     with pytest.raises(UserError, match="folds"):
         (tmp_path / "logs").mkdir()
         _run("eval", "whowhen", str(tmp_path / "logs"), "--folds", "5")
+
+
+@pytest.mark.slow
+def test_eval_whowhen_prints_nested_cv_transfer_and_published_rows(make_log, tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("RRSI_HOME", str(tmp_path / "home"))
+    folder = _logs_folder(tmp_path, make_log)
+    out = tmp_path / "cv.json"
+    assert _run("eval", "whowhen", str(folder), "--folds", "3", "--json", str(out)) == 0
+    printed = capsys.readouterr().out
+    assert "nested 3-fold CV" in printed and "published: GPT-4o all-at-once" in printed
+    result = json.loads(out.read_text())
+    assert {"log_model", "log_model_transfer", "first_tool_call"} <= set(result["methods"])
+    assert len(result["per_fold"]["log_model_transfer"]["step_exact"]) == 3
