@@ -10,7 +10,12 @@ per direction from the same joint solve (:func:`~rrsi.hub.joint_update.plan_upda
 trust region, the L2 regularizer and the gate apply as to any update). Both are replayed in
 shadow on the same recent tasks; the direction with the larger gain goes on to the
 configured validation (its promotion test against the incumbent decides), the other is
-rolled back with its verdict. Each plan carries ``objective["probe"]`` = +1 or −1 and a
+rolled back with its verdict. Records blamed for a silent defect (no error code) name no
+param: they count for each of the agent's params, probed in turn. On such evidence the step
+is the trust region and, when neither replay can decide (the agent's own steps hardly fail
+visibly), the direction tried is what outcomes said last — the way of the latest settled
+plan on the param if it was promoted, the other way if it was rolled back — and the
+lifecycle judges it on live traffic by the traces it serves. Each plan carries ``objective["probe"]`` = +1 or −1 and a
 ``-probe-<agent>-up``/``-down`` id, so the plan says it was a probe (the agent in the id: two
 agents probed in one incident would otherwise write their plans under one id, the later
 replacing the earlier in the store while both agents' param versions stay).
@@ -27,7 +32,7 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
-from rrsi.hub.shadow import shadow_verdict
+from rrsi.hub.shadow import SILENT, SILENT_SHARE, shadow_blind, shadow_verdict
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
 __all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
@@ -37,18 +42,30 @@ _DIRECTIONS = (("increase", "up", 1.0), ("decrease", "down", -1.0))
 
 
 def opaque_param(
-    spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
+    spec: AgentSpec,
+    records: list[StepRecord],
+    registry: ErrorCodeRegistry,
+    config: HubConfig,
+    probed: Counter | None = None,
 ) -> str | None:
-    """The param with the most records naming it by code but too few pointing a direction, if any."""
+    """The param with the most records naming it by code but too few pointing a direction, if any.
+
+    A record with no error code (a step blamed for a silent defect) names no param: it counts for
+    each of the agent's params, the one probed least often (``probed``) first.
+    """
     by_code = {p.error_code: p.name for p in spec.params if p.error_code}
     named = Counter(by_code[r.error_code] for r in records if r.error_code in by_code)
+    silent = sum(1 for r in records if r.error_code is None)
+    for p in spec.params:
+        named[p.name] += silent
     votes = symptom_votes(spec, records, registry)
+    probed = probed or Counter()
     opaque = [
-        (n, param)
+        (n, -probed[param], param)
         for param, n in named.items()
         if n >= config.min_evidence and sum(votes.get(param, Counter()).values()) < config.min_evidence
     ]
-    return max(opaque)[1] if opaque else None
+    return max(opaque)[2] if opaque else None
 
 
 def probe_reflections(
@@ -93,6 +110,7 @@ class Prober:
 
     def __init__(self, config: HubConfig, directory: AgentDirectory, gate: Gate, lifecycle: PlanLifecycle) -> None:
         self.config, self.directory, self.gate, self.lifecycle = config, directory, gate, lifecycle
+        self.probed: dict[str, Counter] = {}  # agent → param → times probed: silent evidence tries each in turn
 
     def probe(self, incident_id: str, standing: list[StepRecord], acted: set[str]) -> tuple[set[str], list[UpdatePlan]]:
         """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
@@ -106,41 +124,62 @@ class Prober:
             param = (
                 None
                 if agent in acted or spec is None
-                else opaque_param(spec, records, self.directory.codes, self.config)
+                else opaque_param(spec, records, self.directory.codes, self.config, self.probed.get(agent))
             )
             if param is not None:
                 probed.add(agent)
-                n = sum(1 for r in records if r.error_code == spec.param(param).error_code)
-                plans += self._each_way(incident_id, spec, param, n)
+                self.probed.setdefault(agent, Counter())[param] += 1
+                code = spec.param(param).error_code
+                n = sum(1 for r in records if r.error_code in (code, None))
+                silent = sum(1 for r in records if r.error_code is None) / len(records)
+                plans += self._each_way(incident_id, spec, param, n, silent)
         return probed, plans
 
-    def _each_way(self, incident_id: str, spec: AgentSpec, param: str, n: int) -> list[UpdatePlan]:
-        """One plan per direction, replayed in shadow; the better goes on to validation, the other is rolled back."""
-        current = {a: self.directory.current_params(a) for a in self.directory.specs}
-        tried = []
-        for suffix, sign, joint in probe_reflections(incident_id, spec, param, n, self.directory.codes):
-            eligible, _, decisions = self.gate.split(joint, self.directory.specs)
-            plan = (
-                None
-                if eligible is None
-                else plan_update(eligible, self.directory.specs, current, self.config, self.directory.graph)
-            )
-            if plan is None:
-                continue
-            plan = plan.model_copy(
-                update={
-                    "plan_id": plan.plan_id + suffix,
-                    "gates": decisions,
-                    "objective": {**plan.objective, "probe": sign},
-                }
-            )
-            self.lifecycle.store.put_plan(plan)
-            _, verdict = shadow_verdict(
-                self.lifecycle.harnesses.shadow_replay(plan, self.config.shadow_tasks), self.config
-            )
-            tried.append((verdict.incumbent[1] - verdict.candidate[1], plan, verdict))
+    def _each_way(self, incident_id: str, spec: AgentSpec, param: str, n: int, silent: float) -> list[UpdatePlan]:
+        """One plan per direction, replayed in shadow; the better goes on to validation, the other is rolled
+        back. On silent evidence the step is the trust region and, when neither replay could decide
+        (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the outcome of the last settled plan on
+        the param (the same way after a promotion, the other after a rollback), tried on live traffic."""
+        config = self.config
+        if silent >= SILENT_SHARE:
+            config = config.model_copy(update={"default_step": max(config.default_step, config.trust_region)})
+        reflections = probe_reflections(incident_id, spec, param, n, self.directory.codes)
+        tried = [t for suffix, sign, joint in reflections if (t := self._tried(joint, sign, suffix, config, silent))]
         if not tried:
             return []
-        tried.sort(key=lambda t: t[0], reverse=True)
-        losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict in tried[1:]]
+        if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
+            way = self._last_way(spec.name, param)
+            tried.sort(key=lambda t: t[1].objective["probe"] != way)
+        else:
+            tried.sort(key=lambda t: t[0], reverse=True)
+        losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict, _ in tried[1:]]
         return [self.lifecycle.validate(tried[0][1]), *losers]
+
+    def _tried(self, joint: JointReflection, sign: float, suffix: str, config: HubConfig, silent: float):
+        """(gain, plan, verdict, blind) of one direction's plan replayed in shadow, or None when it has no plan."""
+        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        eligible, _, decisions = self.gate.split(joint, self.directory.specs)
+        plan = (
+            None
+            if eligible is None
+            else plan_update(eligible, self.directory.specs, current, config, self.directory.graph)
+        )
+        if plan is None:
+            return None
+        objective = {**plan.objective, "probe": sign, SILENT: silent}
+        plan = plan.model_copy(update={"plan_id": plan.plan_id + suffix, "gates": decisions, "objective": objective})
+        self.lifecycle.store.put_plan(plan)
+        pairs = self.lifecycle.harnesses.shadow_replay(plan, self.config.shadow_tasks)
+        _, verdict = shadow_verdict(pairs, self.config)
+        return verdict.incumbent[1] - verdict.candidate[1], plan, verdict, shadow_blind(pairs, self.config)
+
+    def _last_way(self, agent: str, param: str) -> float:
+        """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted, else the other (+1 first)."""
+        for plan in sorted(self.lifecycle.store.plans(), key=lambda p: p.created_at, reverse=True):
+            if plan.state not in ("promoted", "rolled_back"):
+                continue
+            for u in plan.updates:
+                if u.agent == agent and u.theta_new.get(param, 0.0) != u.theta_old.get(param, 0.0):
+                    way = 1.0 if u.theta_new[param] > u.theta_old[param] else -1.0
+                    return way if plan.state == "promoted" else -way
+        return 1.0

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.probes import PROBE_CONFIDENCE, opaque_param, probe_reflections
-from rrsi.schema import AgentSpec
+from rrsi.schema import AgentSpec, AgentUpdate, UpdatePlan
 from tests.helpers import DOWN, UP, step
 
 
@@ -77,3 +79,35 @@ def test_two_agents_probed_in_one_incident_keep_their_own_plans():
     assert len({p.plan_id for p in probes}) == 4  # one id per agent and direction
     for plan in probes:  # the store holds each agent's own plan under its id, none replaced by another's
         assert hub.store.plan(plan.plan_id).updates[0].agent == plan.updates[0].agent
+
+
+def test_silent_evidence_names_each_param_in_turn():
+    spec = AgentSpec.model_validate(
+        {**UP, "params": [*UP["params"], {**UP["params"][0], "name": "window", "error_code": "UP_WINDOW_001"}]}
+    )
+    registry, config = _registry(spec), HubConfig()
+    silent = [step(trace=f"t{i}", step_id="up", agent="up") for i in range(config.min_evidence)]
+    assert opaque_param(spec, silent, registry, config) == "window"  # a tie: either param may be off
+    assert opaque_param(spec, silent, registry, config, Counter(window=1)) == "strict"  # the other one next
+    assert opaque_param(spec, silent[:-1], registry, config) is None
+
+
+def test_a_blind_silent_probe_goes_the_way_outcomes_said_last():
+    hub = _hub()
+    prober = hub.pipeline.prober
+    assert prober._last_way("up", "strict") == 1.0  # nothing settled yet: up first
+    plan = UpdatePlan(
+        plan_id="p1",
+        incident_id="i",
+        updates=[
+            AgentUpdate(
+                agent="up", theta_old={"strict": 0.5}, theta_new={"strict": 0.3}, lam=0.2, confidence=0.5, version_old=0
+            )
+        ],
+    )
+    hub.store.put_plan(plan.transition("canary").transition("rolled_back"))
+    assert prober._last_way("up", "strict") == 1.0  # down was rolled back: up
+    hub.store.put_plan(
+        plan.model_copy(update={"plan_id": "p2", "created_at": plan.created_at + 1}).transition("promoted")
+    )
+    assert prober._last_way("up", "strict") == -1.0  # down was promoted: down again
