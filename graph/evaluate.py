@@ -139,7 +139,9 @@ def _index(step_id: str) -> int:
     return int(step_id.rsplit("-", 1)[1])
 
 
-def log_model_predictions(model: LogAttributionModel, logs: Sequence[WhoWhenLog], embedder) -> list[Prediction]:
+def log_model_predictions(
+    model: LogAttributionModel, logs: Sequence[WhoWhenLog], embedder: Embedder | None
+) -> list[Prediction]:
     """The real-log model's blamed agent (original name) and step for each log."""
     out = []
     for log in logs:

@@ -29,7 +29,7 @@ from scipy.optimize import minimize
 
 from rrsi.errors import UserError
 from rrsi.graph.log_features import LOG_FEATURES, LogFeatures
-from rrsi.schema import Attribution, Trace
+from rrsi.schema import Attribution, StepRecord, Trace
 from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogModelConfig", "LogAttributionModel", "StepEvidence", "fit_log_model", "LOG_MODEL_VERSION"]
@@ -71,7 +71,16 @@ class LogAttributionModel:
         text_mean: ``[384]``; text_basis: ``[384, text_dims]``.
     """
 
-    def __init__(self, config, weights, center, scale, text_mean, text_basis, trained_on: str = "") -> None:
+    def __init__(
+        self,
+        config: LogModelConfig,
+        weights: np.ndarray,
+        center: np.ndarray,
+        scale: np.ndarray,
+        text_mean: np.ndarray,
+        text_basis: np.ndarray,
+        trained_on: str = "",
+    ) -> None:
         self.config = config
         self.weights, self.center, self.scale = weights, center, scale
         self.text_mean, self.text_basis = text_mean, text_basis
@@ -106,7 +115,7 @@ class LogAttributionModel:
         )
         return attribution, self._evidence(feats, steps, p)
 
-    def _evidence(self, feats: LogFeatures, steps, p: np.ndarray) -> list[StepEvidence]:
+    def _evidence(self, feats: LogFeatures, steps: list[StepRecord], p: np.ndarray) -> list[StepEvidence]:
         contributions = self.design(feats) * self.weights
         out = []
         for k in np.argsort(-p, kind="stable")[:3]:
