@@ -41,7 +41,7 @@ CONFIG = {"validation": "none", "alpha": 0.01}
 
 
 def run_mode(
-    mode: str, rounds: int, tasks: int, seed: int, scorer: Scorer, log=print, use_ray: bool = False
+    mode: str, rounds: int, tasks: int, seed: int, scorer: Scorer, log=print, use_ray: bool = False, fixed=None
 ) -> list[float]:
     """Success share per round of one mode (``use_ray``: the hub as a Ray actor behind a HubClient)."""
     atlas = make_atlas(seed)
@@ -49,7 +49,7 @@ def run_mode(
         if mode == "hub":
             source, tracer, close = _hub(Path(tmp) / "hub.sqlite", use_ray)
         else:
-            source = IndependentParams(HubConfig(**CONFIG)) if mode == "independent" else FixedParams()
+            source = IndependentParams(HubConfig(**CONFIG)) if mode == "independent" else FixedParams(fixed)
             tracer, close = TracerProvider().get_tracer("real_pipeline"), lambda: None
         pipeline = Pipeline(atlas, scorer, source, tracer)
         try:
@@ -99,6 +99,18 @@ def _round(pipeline, source, atlas, r, tasks, seed, mode, log) -> float:
     return success
 
 
+def _settings(items: list[str]) -> dict[str, dict[str, float]]:
+    """``["read.temperature=0", ...]`` as ``{"read": {"temperature": 0.0}}``."""
+    fixed: dict[str, dict[str, float]] = {}
+    for item in items:
+        key, _, value = item.partition("=")
+        agent, _, param = key.partition(".")
+        if not (agent and param and value):
+            raise SystemExit(f"--set: expected AGENT.PARAM=VALUE, got {item!r}")
+        fixed.setdefault(agent, {})[param] = float(value)
+    return fixed
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=6)
@@ -106,11 +118,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--modes", default="none,independent,hub")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for the reader")
+    ap.add_argument(
+        "--set", action="append", default=[], metavar="AGENT.PARAM=VALUE", help="none mode: run with this value"
+    )
     ap.add_argument("--ray", action="store_true", help="the hub as a Ray actor (HubClient) instead of in-process")
     args = ap.parse_args(argv)
     scorer = Scorer(threads=args.threads)
     modes = args.modes.split(",")
-    results = {m: run_mode(m, args.rounds, args.tasks, args.seed, scorer, use_ray=args.ray) for m in modes}
+    fixed = _settings(args.set)
+    results = {m: run_mode(m, args.rounds, args.tasks, args.seed, scorer, use_ray=args.ray, fixed=fixed) for m in modes}
     print(f"\ntask success per round ({args.tasks} tasks per round, seed {args.seed})")
     for mode, per_round in results.items():
         print(

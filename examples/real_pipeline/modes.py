@@ -35,10 +35,13 @@ def outcomes(runs: list[TaskRun]) -> list[TraceOutcome]:
 
 
 class FixedParams:
-    """``none``: the init of every agent, version 0."""
+    """``none``: the init of every agent, version 0; or ``fixed`` values (``{agent: {param: value}}``)
+    as version 1, to map how the params change the outcome."""
 
-    def __init__(self) -> None:
+    def __init__(self, fixed: dict[str, dict[str, float]] | None = None) -> None:
         self.stores = {name: ParamStore(spec) for name, spec in SPECS.items()}
+        for agent, values in (fixed or {}).items():
+            self.stores[agent].install(1, values)
 
     def __call__(self, agent: str, task_id: str) -> tuple[int, dict[str, float]]:
         store = self.stores[agent]

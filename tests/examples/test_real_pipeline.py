@@ -144,3 +144,12 @@ def test_verify_re_asks_the_reader_with_the_params_it_pulled():
     assert found["verify"](task, {"max_retries": 0}).error_code == "VERIFY_EXHAUSTED_001"
     rescued = found["verify"](task, {"max_retries": 10})
     assert rescued.error_code is None and is_correct(q, rescued.output["answer"])
+
+
+def test_fixed_params_serve_the_values_given_as_version_1():
+    from examples.real_pipeline.modes import FixedParams
+
+    fixed = FixedParams({"retrieve": {"top_k": 3}, "read": {"temperature": 0.0}})
+    assert fixed("retrieve", "t") == (1, {"top_k": 3.0})
+    assert fixed("read", "t") == (1, {"few_shot": 1.0, "temperature": 0.0})
+    assert fixed("verify", "t") == (0, {"max_retries": 0.0})
