@@ -13,6 +13,13 @@ from pathlib import Path
 import pytest
 
 os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+# Ray's metrics through its OpenCensus backend, not its OpenTelemetry one: in Ray 2.60 every ray.init after the
+# first in a process leaves an OpenTelemetry metric-reader thread running after ray.shutdown(), exporting to a
+# metrics agent that is gone and logging the failure. The suite starts Ray once per module, so ten of them were
+# still running when the interpreter exited, and one logging while the C++ static destructors ran crashed the
+# process with SIGSEGV after every test had passed (core dump: the reader's export → RayLog → spdlog's
+# destroyed registry). The OpenCensus backend stops with ray.shutdown(); tests/test_shutdown.py checks it.
+os.environ.setdefault("RAY_enable_open_telemetry", "0")
 
 
 def _private_home() -> None:

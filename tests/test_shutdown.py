@@ -125,3 +125,31 @@ def test_progress_monitor_threads_are_joined_and_a_later_bar_starts_a_new_one():
         pass
     assert Bar.monitor is not None and Bar.monitor.is_alive()
     stop_progress_monitors()
+
+
+RESTARTS = textwrap.dedent("""
+    import os, time, ray
+
+    def unnamed():  # native threads nobody named: the metric readers among them
+        names = (open(f"/proc/self/task/{t}/comm").read().strip() for t in os.listdir("/proc/self/task"))
+        return sum(n == "python" for n in names)
+
+    counts = []
+    for _ in range(3):
+        ray.init(num_cpus=1, include_dashboard=False, log_to_driver=False)
+        time.sleep(1)
+        ray.shutdown()
+        counts.append(unnamed())
+    print(counts)
+""")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="needs Linux /proc")
+def test_restarting_ray_in_one_process_leaves_no_thread_behind(tmp_path):
+    """The suite restarts Ray once per module: with the metrics backend it runs under (conftest), each
+    ray.shutdown() stops everything that ray.init() started that could still run at interpreter exit."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run([sys.executable, "-c", RESTARTS], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    assert counts[0] == counts[1] == counts[2], f"native threads after each of three Ray sessions: {counts}"
