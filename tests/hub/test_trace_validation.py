@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ray
+
+from rrsi.cli.main import main
 from rrsi.config import HubConfig
 from rrsi.hub.incident_pipeline import silent_share
 from rrsi.hub.shadow import shadow_blind
@@ -61,3 +64,9 @@ def test_the_silent_share_counts_the_plan_agents_evidence_without_a_code():
     ]
     assert silent_share({"up"}, standing) == 2 / 3
     assert silent_share({"up"}, standing[3:]) == 0.0 and silent_share(set(), standing) == 0.0
+
+
+def test_the_demo_refuses_a_canary_share_outside_0_1_naming_it(tmp_path, capsys):
+    assert main(["demo", "--scenario", "silent-relay", "--canary-share", "1.5", "--workdir", str(tmp_path / "w")]) == 2
+    assert "canary_share" in capsys.readouterr().err
+    assert not ray.is_initialized() and not (tmp_path / "w").exists()
