@@ -97,13 +97,20 @@ class SpanIntake:
                     reasons.append(f"span {r.step_id}: {_reason(exc)}")
             return stored
 
+    def _register_participant(self, name: str) -> None:
+        """An agent without params: through a HubClient (``rrsi hub start --otlp``) or a hub in this process."""
+        if hasattr(self.hub, "register_pull_agent"):
+            self.hub.register_pull_agent(name)
+        else:
+            self.hub.register_agent({"name": name})
+
     def accept(self, spans: list[dict]) -> Accepted:
         """Store what maps; a malformed batch raises SchemaError before anything is stored."""
         mapped = map_spans(spans, open_parents=True)
         reasons = [r.reason for r in mapped.rejected]
         agents = {a["name"] for a in self.hub.agents()}
         for name in sorted({r.agent for r in mapped.records if is_context_step(r)} - agents):
-            self.hub.register_agent({"name": name})  # a user or workflow span: a participant, never blamed
+            self._register_participant(name)  # a user or workflow span: a participant, never blamed
             agents.add(name)
         codes = {c["code"] for c in self.hub.registry_entries()}
         records = []

@@ -260,3 +260,26 @@ def test_the_otlp_option_parses_host_and_port_and_refuses_a_detached_hub():
             otlp_address(bad)
     with pytest.raises(UserError, match="--otlp"):
         refuse_detached(argparse.Namespace(otlp=("127.0.0.1", 4318), detached=True))
+
+
+class _InProcessActor:
+    """A hub in this process behind the actor interface a HubClient calls (``hub.method.remote(...)``)."""
+
+    def __init__(self, hub):
+        self._hub = hub
+
+    def __getattr__(self, name):
+        method = getattr(self._hub, name)
+        return type("Remote", (), {"remote": staticmethod(method)})
+
+
+def test_a_receiver_in_front_of_a_hub_client_registers_the_workflow_as_a_participant(hub, monkeypatch):
+    from rrsi.hub import client
+
+    monkeypatch.setattr(client, "_call", lambda value: value)  # the "remote" calls above return their values
+    with OtlpReceiver(client.HubClient(_InProcessActor(hub)), port=0, token=TOKEN) as r:  # as rrsi hub start --otlp
+        provider = provider_to(exporter("json", r.url))
+        run_pipeline(provider, RemoteParams(r.url, TOKEN), range(3))
+        provider.shutdown()
+    assert "pipeline" in {a["name"] for a in hub.agents()}, "the workflow span's participant was not registered"
+    assert hub.stats()["records"] == 9  # pipeline, up and down for each of the three tasks
