@@ -61,9 +61,9 @@ class AnalysisPass:
             self.lifecycle.reconcile(self.directory.specs)
             self._reconciled_at = now
         record(report, self.metrics, *self.lifecycle.review_approved(), *self.lifecycle.review_canaries())
-        for agent, since in self.watch.regressed().items():
-            log.info("drift watch: %s's params regressed; its evidence from before %.0f no longer counts", agent, since)
-            self.pipeline.reopen(agent, since)
+        for agent, regression in self.watch.regressed().items():
+            log.info("drift watch: %s regressed (%s); evidence before %.0f no longer counts", agent, *regression)
+            self.pipeline.reopen(agent, regression.since, widen=regression.own_steps)
         traces = self._pending_traces()
         for group in self._groups(traces):
             self._run_group(group, report)

@@ -17,15 +17,16 @@ describes the world before the shift) — and the loop moves it again through th
 reflection, joint solve, gate and validation, so the move stays bounded. The watch then
 starts over from the regressed window.
 
-A re-opened agent's param is known to be off, often by more than one ordinary step, and a small
-step's gain is hard to tell from noise: its next action without a value steps by the trust
-region ρ (:class:`WideSteps`), halved at every plan that is rolled back (a step that went too
+An agent re-opened because its own steps fail more has a param that is off, often by more than
+one ordinary step, and a small step's gain is hard to tell from noise: its next action without
+a value steps by the trust region ρ (:class:`WideSteps`), halved at every plan that is rolled back (a step that went too
 far), back to ``default_step`` once the agent's params move or the halving gets there.
 """
 
 from __future__ import annotations
 
 import time
+from typing import NamedTuple
 
 from rrsi.config import HubConfig
 from rrsi.hub.canary import two_proportion_p
@@ -33,7 +34,15 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.schema import UpdatePlan
 from rrsi.store import Store
 
-__all__ = ["DriftWatch", "WideSteps"]
+__all__ = ["DriftWatch", "Regression", "WideSteps"]
+
+
+class Regression(NamedTuple):
+    """A watched version that fails more than it did: from ``since`` (evidence before it no longer counts);
+    ``own_steps``: its own steps fail more (not only the traces it took part in), so its param is off."""
+
+    since: float
+    own_steps: bool
 
 
 def _minus(total: tuple[int, int], part: tuple[int, int]) -> tuple[int, int]:
@@ -54,9 +63,8 @@ class DriftWatch:
         self._start: dict[str, tuple[int, float]] = {}  # agent → (version watched, since when)
         self._last: float | None = None
 
-    def regressed(self, now: float | None = None) -> dict[str, float]:
-        """The agents whose current version fails more in the newest window than before it, each with
-        the window's start (evidence from before it no longer counts)."""
+    def regressed(self, now: float | None = None) -> dict[str, Regression]:
+        """The agents whose current version fails more in the newest window than before it."""
         now = time.time() if now is None else now
         last, self._last = self._last, now
         if last is None:
@@ -70,23 +78,25 @@ class DriftWatch:
             if start is None or start[0] != version:
                 self._start[agent] = (version, last)
                 continue
-            if self._worse(agent, version, start[1], last):
-                out[agent] = last
+            regression = self._worse(agent, version, start[1], last)
+            if regression is not None:
+                out[agent] = regression
                 self._start[agent] = (version, last)
         return out
 
-    def _worse(self, agent: str, version: int, since: float, last: float) -> bool:
+    def _worse(self, agent: str, version: int, since: float, last: float) -> Regression | None:
         """Whether the window from ``last`` fails more than ``since``…``last``, by steps or by traces."""
-        pvalues = []
-        for count in (
-            lambda t: self.store.outcomes(agent, version, t),
-            lambda t: self.store.trace_failures([(agent, version)], t),
+        pvalues = {}
+        for own, count in (
+            (True, lambda t: self.store.outcomes(agent, version, t)),
+            (False, lambda t: self.store.trace_failures([(agent, version)], t)),
         ):
             recent = count(last)
             before = _minus(count(since), recent)
             if min(recent[0], before[0]) >= self.config.canary_min_sample:
-                pvalues.append(two_proportion_p(before, recent))
-        return bool(pvalues) and min(pvalues) < self.config.canary_alpha / len(pvalues)
+                pvalues[own] = two_proportion_p(before, recent)
+        found = [own for own, p in pvalues.items() if p < self.config.canary_alpha / len(pvalues)]
+        return Regression(since=last, own_steps=True in found) if found else None
 
 
 class WideSteps:

@@ -144,11 +144,13 @@ class IncidentPipeline:
         standing = [s for a in agents for s in self.evidence.get(a, {}).values()]
         return incident, standing
 
-    def reopen(self, agent: str, since: float) -> None:
-        """Re-open ``agent``'s analysis: its evidence recorded before ``since`` no longer counts."""
+    def reopen(self, agent: str, since: float, widen: bool = True) -> None:
+        """Re-open ``agent``'s analysis: its evidence recorded before ``since`` no longer counts; with
+        ``widen`` its next step is wide (:class:`~rrsi.hub.drift_watch.WideSteps`)."""
         window = self.evidence.get(agent, {})
         self.evidence[agent] = {rid: r for rid, r in window.items() if r.timestamp >= since}
-        self.wide.open(agent, self.directory.current_params(agent)[0])
+        if widen:
+            self.wide.open(agent, self.directory.current_params(agent)[0])
 
     def _keep(self, step: StepRecord) -> None:
         """Add a root record to its agent's evidence window (the latest ``max_evidence``, each record once)."""

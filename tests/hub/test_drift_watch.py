@@ -38,7 +38,7 @@ def test_a_regression_of_a_promoted_version_is_found_after_it_shows():
         _round(store, rnd, up_failures=3)
         assert watch.regressed(now=rnd + 0.5) == {}  # steady: nothing to report
     _round(store, 4, up_failures=15)
-    assert watch.regressed(now=4.5) == {"up": 3.5}  # evidence before round 4 no longer counts
+    assert watch.regressed(now=4.5) == {"up": (3.5, True)}  # evidence before round 4 no longer counts
     _round(store, 5, up_failures=15)
     assert watch.regressed(now=5.5) == {}  # the watch started over from the regressed window
 
@@ -54,6 +54,20 @@ def test_an_agent_never_promoted_is_not_watched_and_small_windows_say_nothing():
         [step(trace=f"d{i}", step_id="down", agent="down", error_code="DOWN_FAIL_001", ts=3) for i in range(99)]
     )
     assert "down" not in watch.regressed(now=3.5)
+
+
+def test_a_regression_seen_only_in_the_traces_is_not_the_agents_own():
+    store, watch = _watched()
+    watch.regressed(now=0.5)
+    _round(store, 1, up_failures=0)
+    watch.regressed(now=1.5)
+    _round(store, 2, up_failures=0)
+    failing = [
+        step(trace=f"r2-{i}", step_id="down2", agent="down", parents=["up"], error_code="DOWN_FAIL_001", ts=2)
+        for i in range(30)
+    ]
+    store.add_records(failing)  # down fails in 30 of up's traces: up's steps are as clean as before
+    assert watch.regressed(now=2.5) == {"up": (1.5, False)}
 
 
 def _plan(state: str) -> UpdatePlan:

@@ -28,7 +28,11 @@ def _hub(scenario: Scenario, tmp_path: Path) -> dict:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(
-    "scenario", [bundled_scenario("silent-relay"), load_scenario(HELD_OUT / "heldout-silent.yaml")]
+    "scenario",
+    [
+        bundled_scenario("silent-relay"),
+        *(load_scenario(HELD_OUT / f) for f in ("heldout-silent.yaml", "heldout-mute.yaml")),
+    ],
 )
 def test_a_silent_root_behind_a_relay_is_found_and_fixed(ray_module, tmp_path, scenario):
     assert scenario.outcome_check and any(a.silent > 0.5 for a in scenario.agents)
