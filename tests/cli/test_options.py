@@ -26,8 +26,8 @@ SCENARIO_COMMANDS = {
     "tune": ["tune"],
     "train-attribution": ["train-attribution", "--out", "m.pt"],
     "eval synthetic": ["eval", "synthetic"],
-    "train-reflector": ["train-reflector", "--generated", "0", "--incidents", "1"],  # trains on --scenario alone
-    "eval-reflector": ["eval-reflector", "--adapter", "none", "--generated", "0"],
+    "train-reflector": ["train-reflector"],
+    "eval-reflector": ["eval-reflector", "--adapter", "none"],
 }
 ADDRESS_COMMANDS = {
     "demo",
