@@ -73,14 +73,11 @@ def old_modules(rev: str):
     return importlib.import_module("lm_old.prompt"), importlib.import_module("lm_old.constrained")
 
 
-def summary(seconds: list[float], cpu: list[float], tokens: int, valid: int) -> dict:
-    """Wall latency percentiles, the CPU seconds per reflection (all threads: on a shared machine
-    wall time stretches with others' load, CPU time much less), throughput and validity."""
+def summary(seconds: list[float], tokens: int, valid: int) -> dict:
     ordered = sorted(seconds)
     return {
         "p50_s": statistics.median(ordered),
         "p90_s": ordered[min(len(ordered) - 1, int(0.9 * len(ordered)))],
-        "cpu_s_p50": statistics.median(cpu),
         "reflections_per_s": len(ordered) / sum(ordered),
         "tokens_per_s": tokens / sum(ordered),
         "valid": valid,
@@ -92,31 +89,29 @@ def old_path(reflector: LMReflector, cases: list[IncidentInput], rev: str, max_t
     prompt, constrained = old_modules(rev)
     decoder = constrained.ConstrainedDecoder(reflector.model, reflector.tokenizer)
     config = prompt.PromptConfig(max_tokens=max_tokens)
-    seconds, cpu, tokens, valid = [], [], 0, 0
+    seconds, tokens, valid = [], 0, 0
     for inc in cases:
         prep = prompt.prepare(prompt.IncidentInput(*vars(inc).values()), reflector.registry, config)
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0 = time.perf_counter()
         out = decoder.decode([prompt.chat_prompt(reflector.tokenizer, prep.text)], [prep.segments])[0]
         seconds.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
         tokens += out.tokens
         try:
             valid += bool(json.loads(out.text)["reflections"])
         except (ValueError, KeyError):
             pass
-    return summary(seconds, cpu, tokens, valid)
+    return summary(seconds, tokens, valid)
 
 
 def new_path(reflector: LMReflector, cases: list[IncidentInput]) -> dict:
     reflector.reflect_batch(cases[:1])  # the prefix's KV cache, computed once per reflector
-    seconds, cpu, tokens0 = [], [], reflector.tokens
+    seconds, tokens0 = [], reflector.tokens
     valid = 0
     for inc in cases:
-        t0, c0 = time.perf_counter(), time.process_time()
+        t0 = time.perf_counter()
         valid += reflector.reflect_batch([inc])[0] is not None
         seconds.append(time.perf_counter() - t0)
-        cpu.append(time.process_time() - c0)
-    row = summary(seconds, cpu, reflector.tokens - tokens0, valid)
+    row = summary(seconds, reflector.tokens - tokens0, valid)
     t0, tokens0 = time.perf_counter(), reflector.tokens
     batched = reflector.reflect_batch(cases)
     secs = time.perf_counter() - t0

@@ -39,10 +39,8 @@ def _examples(args: argparse.Namespace) -> tuple[object, list]:
     corpus = lm_corpus
     examples, scenarios = [], []
     if args.generated:
-        bundled = lazy.lm_adapters.DEFAULT_CORPUS
-        examples, _, scenarios = corpus.generated_examples(
-            args.generated, args.per_pipeline, args.seed, bundled["max_tasks"], bundled["max_agents"]
-        )
+        max_tasks = lazy.lm_adapters.DEFAULT_CORPUS["max_tasks"]
+        examples, _, scenarios = corpus.generated_examples(args.generated, args.per_pipeline, args.seed, max_tasks)
     if args.incidents:
         scenario = resolve_scenario(args.scenario)
         scenarios.append(scenario)

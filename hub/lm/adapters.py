@@ -42,7 +42,7 @@ DEFAULT_ADAPTER = "default"
 # that this reaches in 20). The decisions (act or not, root agent) weigh as much as the texts
 # together: at 0.4 the adapter learned the texts and still answered "no action" everywhere.
 DEFAULT_TRAINING = {
-    "steps": 30,
+    "steps": 60,
     "batch_size": 4,
     "lr": 3e-3,
     "lora_layers": 8,
@@ -52,10 +52,8 @@ DEFAULT_TRAINING = {
 }
 # Incidents of generated pipelines (never the bundled scenarios), plus Who&When's train split.
 # At most 400 tasks an incident: the prompt counts each agent's latest 40 root failures, which
-# a faulty agent reaches in a few hundred tasks; longer incidents cost simulation time, not
-# signal. At most 5 agents an example: a training step's cost grows with its tokens, and each
-# agent's decision reads only its own evidence line (corpus.trimmed).
-DEFAULT_CORPUS = {"pipelines": 60, "per_pipeline": 4, "max_tasks": 400, "max_agents": 5}
+# a faulty agent reaches in a few hundred tasks; longer incidents cost simulation time, not signal.
+DEFAULT_CORPUS = {"pipelines": 60, "per_pipeline": 4, "max_tasks": 400}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
 

@@ -12,17 +12,15 @@ code agree on it). Who&When's annotated mistakes, where the logs are at hand
 from __future__ import annotations
 
 import os
-from collections import Counter
 from pathlib import Path
 
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import UserError
 from rrsi.hub.lm.data import Example, synthetic_examples, whowhen_examples
-from rrsi.hub.lm.prompt import IncidentInput
 from rrsi.scenario import Scenario
 from rrsi.sim.generator import generate_scenarios
 
-__all__ = ["TRAIN_SEED", "EVAL_SEED", "generated_examples", "trimmed", "registry_of", "whowhen_dir", "training_corpus"]
+__all__ = ["TRAIN_SEED", "EVAL_SEED", "generated_examples", "registry_of", "whowhen_dir", "training_corpus"]
 
 TRAIN_SEED = 0
 EVAL_SEED = 1_000_000  # held-out generated pipelines start here, far from any training seed
@@ -37,40 +35,18 @@ def registry_of(scenarios: list[Scenario]) -> ErrorCodeRegistry:
     return registry
 
 
-def trimmed(example: Example, max_agents: int) -> Example:
-    """``example`` with the evidence of at most ``max_agents`` agents: its true root, the attribution's
-    root, then those with most root failures (the others' records and reflections dropped).
-
-    Each agent's decision reads only its own evidence line, so a trimmed incident teaches the same
-    decisions in fewer tokens; the root is still chosen among several agents.
-    """
-    agents = [r["agent"] for r in example.reflections]
-    if len(agents) <= max_agents:
-        return example
-    inc = example.incident
-    counts = Counter(r.agent for r in inc.root_records if r.failed)
-    ranked = sorted(agents, key=lambda a: (a != example.root_agent, a != inc.attribution.root_agent, -counts[a]))
-    keep = set(ranked[:max_agents])
-    incident = IncidentInput(
-        inc.incident_id, inc.attribution, [r for r in inc.root_records if r.agent in keep], inc.specs
-    )
-    reflections = [r for r in example.reflections if r["agent"] in keep]
-    return Example(incident, example.root_agent, reflections, example.source, example.groups)
-
-
 def generated_examples(
-    pipelines: int, per_pipeline: int, seed: int = TRAIN_SEED, max_tasks: int = 800, max_agents: int | None = None
+    pipelines: int, per_pipeline: int, seed: int = TRAIN_SEED, max_tasks: int = 800
 ) -> tuple[list[Example], ErrorCodeRegistry, list[Scenario]]:
     """``per_pipeline`` labelled incidents of each of ``pipelines`` generated pipelines (seeds
-    ``seed``, ``seed + 1``, …), each :func:`trimmed` to ``max_agents`` when given, their registry
-    and the pipelines."""
+    ``seed``, ``seed + 1``, …), their registry and the pipelines."""
     if pipelines < 1 or per_pipeline < 1:
         raise UserError(
             f"generated: need at least one pipeline and one incident each (got {pipelines}, {per_pipeline})"
         )
     scenarios = generate_scenarios(pipelines, seed)
     examples = [
-        ex if max_agents is None else trimmed(ex, max_agents)
+        ex
         for k, s in enumerate(scenarios)
         for ex in synthetic_examples(s, per_pipeline, seed=seed + k, max_tasks=max_tasks)
     ]
@@ -87,10 +63,10 @@ def whowhen_dir() -> Path | None:
 
 
 def training_corpus(
-    pipelines: int, per_pipeline: int, max_tasks: int = 800, max_agents: int | None = None, whowhen: bool = True
+    pipelines: int, per_pipeline: int, max_tasks: int = 800, whowhen: bool = True
 ) -> tuple[list[Example], ErrorCodeRegistry]:
     """The bundled adapter's examples: generated pipelines, plus Who&When's train split when found."""
-    examples, registry, _ = generated_examples(pipelines, per_pipeline, max_tasks=max_tasks, max_agents=max_agents)
+    examples, registry, _ = generated_examples(pipelines, per_pipeline, max_tasks=max_tasks)
     logs = whowhen_dir() if whowhen else None
     if logs is not None:
         examples += whowhen_examples(logs, "train")

@@ -118,9 +118,7 @@ def prepare(
         terms = tuple(context.domain_terms.get(agent, ()))
         texts = answer_texts(spec, terms[0] if terms else agent, records) if spec.params else {}
         line = evidence_line(spec, records, registry, config)
-        views.append(
-            AgentView(agent, tuple(p.name for p in spec.params), terms, line, texts, _types(spec, records, registry))
-        )
+        views.append(AgentView(agent, tuple(p.name for p in spec.params), terms, line, texts))
     root = incident.attribution.root_agent
     segments = program(views, config.max_tokens, root)
     return Prepared(incident, prompt_text(incident.attribution), views, segments, context)
@@ -164,15 +162,6 @@ def evidence_line(
 def prompt_text(attribution: Attribution) -> str:
     """The user message: the attribution's root agent (the evidence follows in the answer)."""
     return f"Attributed root agent: {attribution.root_agent}."
-
-
-def _types(spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry) -> tuple[str, ...]:
-    """The error types an agent's answer may name: those of its declared params and of its records'
-    registered codes (all types for an agent without params)."""
-    if not spec.params:
-        return ()
-    codes = {r.error_code for r in records if r.error_code in registry}
-    return tuple(sorted({p.error_type for p in spec.params} | {registry.get(c).error_type for c in codes}))
 
 
 def _sidedness(k: int, n: int, config: PromptConfig) -> str:

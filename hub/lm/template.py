@@ -8,8 +8,7 @@ The model's answer is a compact line per agent with failing records, then the ro
     attributed <agent>; root <agent>
 
 Everything but the choices (and, for an agent without declared params, two free texts) is
-fixed and forced; an agent with declared params names one of the error types of its params and
-of its records' codes. The evidence line restates the agent's failures and symptom votes
+fixed and forced. The evidence line restates the agent's failures and symptom votes
 (:func:`rrsi.hub.lm.prompt.evidence_line`) right before the decision that depends on it, and
 the attribution's root is restated right before the root agent is chosen, last: a 135M model
 trained for a few dozen steps decides from the text beside a decision, not from a block of the
@@ -91,16 +90,14 @@ Segment = Fixed | Choice | Free
 @dataclass(frozen=True)
 class AgentView:
     """What the template needs about one agent of the incident: its declared params, the domain
-    terms it may cite, the evidence line the answer restates, (agents with params) the root
-    cause and correction of each action option, and the error types its answer may name (empty:
-    all of them)."""
+    terms it may cite, the evidence line the answer restates, and (agents with params) the root
+    cause and correction of each action option."""
 
     name: str
     params: tuple[str, ...]
     terms: tuple[str, ...] = field(default_factory=tuple)
     evidence: str = ""
     texts: dict[str, tuple[str, str]] = field(default_factory=dict)
-    types: tuple[str, ...] = field(default_factory=tuple)
 
 
 def action_option(param: str | None, op: str | None) -> str:
@@ -149,7 +146,7 @@ def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "")
             Fixed(f"{a.name}: {a.evidence}\nact "),
             Choice(f"{i}.actions", _actions(a.params)),
             Fixed("; type "),
-            Choice(f"{i}.error_type", a.types or ERROR_TYPES),
+            Choice(f"{i}.error_type", ERROR_TYPES),
         ]
         if not a.params:
             segs += _free_texts(i, a, max_tokens)
@@ -207,8 +204,6 @@ def render_values(agents: list[AgentView], root_agent: str, reflections: list[di
         action = r.get("action")
         if action is not None and action[0] not in a.params:
             raise ValueError(f"reflections[{i}].action: {action[0]!r} is not a declared param of {a.name!r}")
-        if r["error_type"] not in (a.types or ERROR_TYPES):
-            raise ValueError(f"reflections[{i}].error_type: {r['error_type']!r} is not one of {list(a.types)}")
         values[f"{i}.actions"] = action_option(*(action or (None, None)))
         values[f"{i}.error_type"] = r["error_type"]
         if not a.params:

@@ -72,10 +72,6 @@ def test_render_refuses_what_the_template_cannot_write(incident):
     up = {"agent": "up", "error_type": "logic", "root_cause": "no term", "correction": "Keep it", "action": None}
     with pytest.raises(ValueError, match=r"reflections\[0\].action: 'strict' is not a declared param"):
         render_values(prep.views, "up", [{**down, "action": ("strict", "increase")}, up])
-    # An agent with params names an error type of its params (or of its records' codes).
-    assert prep.views[0].types == ("logic",) and prep.views[1].types == ()
-    with pytest.raises(ValueError, match=r"reflections\[0\].error_type: 'format' is not one of \['logic'\]"):
-        render_values(prep.views, "up", [{**down, "error_type": "format"}, up])
     # "up" has no params now: its texts are written, and must start with a term and a verb.
     with pytest.raises(ValueError, match=r"reflections\[1\].correction"):
         render_values(prep.views, "up", [down, {**up, "correction": "it is fine"}])

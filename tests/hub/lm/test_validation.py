@@ -51,7 +51,7 @@ def test_reflector_logs_and_drops_rejected_output(lm, incident, caplog):
     inc, registry = incident
     reflector = LMReflector(registry, model=model, tokenizer=tokenizer)
     prep = prepare(inc, registry)
-    values = render_values(prep.views, "up", [{"error_type": t, "action": None} for t in ("logic", "format")])
+    values = render_values(prep.views, "up", [{"error_type": "logic", "action": None}] * 2)
     assert reflector.accept(Decoded("", values, {}, 10), prep).root_agent == "up"
     with caplog.at_level(logging.WARNING, logger="rrsi.hub.lm.lm_reflector"):
         assert reflector.accept(Decoded("", {**values, "root_agent": "ghost"}, {}, 10), prep) is None
