@@ -17,8 +17,7 @@ from pathlib import Path
 from rrsi.config import default_home
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import UserError
-from rrsi.hub.lm.corpus import training_corpus
-from rrsi.hub.lm.data import Example
+from rrsi.hub.lm.data import Example, synthetic_examples
 from rrsi.hub.lm.lora_training import TrainConfig, train_lora
 from rrsi.hub.lm.template import TEMPLATE_VERSION
 from rrsi.scenario import bundled_scenario
@@ -32,7 +31,6 @@ __all__ = [
     "save_trained",
     "ensure_adapter",
     "scenario_registry",
-    "adapter_base",
 ]
 
 DEFAULT_ADAPTER = "default"
@@ -42,7 +40,7 @@ DEFAULT_ADAPTER = "default"
 # that this reaches in 20). The decisions (act or not, root agent) weigh as much as the texts
 # together: at 0.4 the adapter learned the texts and still answered "no action" everywhere.
 DEFAULT_TRAINING = {
-    "steps": 60,
+    "steps": 40,
     "batch_size": 4,
     "lr": 3e-3,
     "lora_layers": 8,
@@ -50,10 +48,7 @@ DEFAULT_TRAINING = {
     "weights": {"decision": 1.0},
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
-# Incidents of generated pipelines (never the bundled scenarios), plus Who&When's train split.
-# At most 400 tasks an incident: the prompt counts each agent's latest 40 root failures, which
-# a faulty agent reaches in a few hundred tasks; longer incidents cost simulation time, not signal.
-DEFAULT_CORPUS = {"pipelines": 60, "per_pipeline": 4, "max_tasks": 400}
+DEFAULT_EXAMPLES = 240
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
 
@@ -146,9 +141,8 @@ def save_trained(
 def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str | None = None) -> Path:
     """The adapter ``name``, training the bundled one on first use.
 
-    The bundled adapter learns from :data:`DEFAULT_CORPUS` incidents of generated pipelines and
-    Who&When's annotated mistakes (:func:`~rrsi.hub.lm.corpus.training_corpus`) for
-    :data:`DEFAULT_TRAINING` steps.
+    The bundled adapter learns from 240 simulated incidents of the bundled scenario
+    (seed 0) for :data:`DEFAULT_TRAINING` steps.
 
     Args:
         name: adapter folder name under ``default_home()/adapters``.
@@ -158,28 +152,7 @@ def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str
     path = adapter_dir(name)
     if has_adapter(path):
         return path
-    examples, registry = training_corpus(**DEFAULT_CORPUS)
-    info = {"corpus": DEFAULT_CORPUS}
-    path, _ = save_trained(examples, registry, {**DEFAULT_TRAINING, "base": base}, name, progress, info=info)
+    scenario = bundled_scenario()
+    examples = synthetic_examples(scenario, DEFAULT_EXAMPLES, seed=0)
+    path, _ = save_trained(examples, scenario_registry(scenario), {**DEFAULT_TRAINING, "base": base}, name, progress)
     return path
-
-
-def adapter_base(adapter: str | Path | None) -> str | None:
-    """The base model an adapter was trained on: its ``training.json`` config's ``base`` (None:
-    the bundled SmolLM2), else the ``base_model_name_or_path`` of its ``adapter_config.json``
-    when that is a local model folder; None (the bundled base) for no adapter or neither.
-    """
-    if adapter is None:
-        return None
-    path = Path(adapter)
-    for name, key in (("training.json", "config"), ("adapter_config.json", None)):
-        try:
-            data = json.loads((path / name).read_text())
-        except (OSError, ValueError):
-            continue
-        if key is not None:
-            return (data.get(key) or {}).get("base")
-        base = data.get("base_model_name_or_path")
-        if base and (Path(base) / "config.json").is_file():
-            return base
-    return None

@@ -1,10 +1,8 @@
-"""Template-constrained decoding: every answer is one the template's program allows.
+"""Template-constrained decoding: every output is a JSON object the schema accepts.
 
 A program (:mod:`rrsi.hub.lm.template`) is a list of segments. The decoder walks all rows of
-a batch in lockstep, one decision per row per forward pass over a shared KV cache (the tokens
-forced between two decisions ride along in the same pass), on top of the KV cache of the
-prompt prefix every row shares (computed once), and masks the logits so that a row can only
-emit
+a batch in lockstep, one token per row per step over a shared KV cache, and masks the
+logits so that a row can only emit
 
 - the next token of a :class:`Fixed` segment (forced),
 - a token continuing one of the still-possible options of a :class:`Choice` (a trie over
@@ -130,7 +128,6 @@ class ConstrainedDecoder:
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
         # transformers renamed past_key_values to cache (5.2x); the device machine runs older.
         self._cache_arg = "cache" if "cache" in inspect.signature(type(inner).forward).parameters else "past_key_values"
-        self._prefix: tuple[tuple[int, ...], list] | None = None
 
     @property
     def device(self) -> torch.device:
@@ -242,58 +239,34 @@ class ConstrainedDecoder:
         else:
             self._enter(row, row.seg + 1, 1)
 
-    def _forced_token(self, row: _Row) -> int | None:
-        """The one token ``row`` may emit next without a decision: the next token of fixed text, or of
-        a choice with one option left (or the fixed text closing it); None where the model decides."""
-        if row.done:
-            return None
-        seg = row.segments[row.seg]
-        if isinstance(seg, Fixed):
-            return self.codec.ids(seg.text)[row.pos]
-        if not isinstance(seg, Choice) or len(row.alive) != 1:
-            return None
-        ids = row.alive[0][0]
-        if row.pos < len(ids):
-            return ids[row.pos]
-        return None if isinstance(row.segments[row.seg + 1], Free) else self._closer(row)
-
     def _forced_run(self, row: _Row) -> list[int]:
-        """Advance ``row`` through every token it is forced to emit; those tokens.
-
-        A forced step of a choice adds log 1 = 0 to its log-probability, exactly what
-        :meth:`_pick` gives a mask with one allowed token, so skipping its forward pass
-        changes nothing but the time.
-        """
+        """Advance ``row`` through the rest of its fixed text; the tokens it was forced to emit."""
         run = []
-        while (tok := self._forced_token(row)) is not None:
+        while not row.done and isinstance(row.segments[row.seg], Fixed):
+            tok = self.codec.ids(row.segments[row.seg].text)[row.pos]
             self._advance(row, tok, 0.0)
             run.append(tok)
         return run
 
     @torch.no_grad()
-    def decode(
-        self, prompts: list[list[int]], programs: list[list[Segment]], prefix: list[int] | tuple[int, ...] = ()
-    ) -> list[Decoded]:
+    def decode(self, prompts: list[str], programs: list[list[Segment]]) -> list[Decoded]:
         """Decode one program per prompt, all rows in one batch.
 
-        Each forward pass feeds every row its chosen token followed by the tokens it is then
-        forced to emit (fixed text, the rest of a choice with one option left: they need no
-        logits of their own); rows with shorter runs are padded with masked positions, so the
-        model sees exactly the sequence a token at a time decode would feed it, in a fraction
-        of the passes.
+        Each forward pass feeds every row its chosen token followed by the fixed text that
+        must come next (forced tokens need no logits of their own); rows with shorter runs
+        are padded with masked positions, so the model sees exactly the sequence a token at
+        a time decode would feed it, in a fraction of the passes.
 
         Args:
-            prompts: each row's prompt token ids (after ``prefix``).
+            prompts: chat-formatted prompt texts.
             programs: the segments each row must produce.
-            prefix: token ids every prompt starts with; their KV cache is computed once (the
-                first time this prefix is seen) and shared by every row of every call.
         """
         rows = [_Row(list(p)) for p in programs]
         for r in rows:
             self._enter(r, 0)
         runs = [self._forced_run(r) for r in rows]
-        cache = self._cache(tuple(prefix), len(rows))
-        out, attn, width = self._prefill(prompts, runs, len(prefix), cache)
+        cache = {self._cache_arg: DynamicCache(config=self.model.config)}
+        out, attn, width = self._prefill(prompts, runs, cache)
         last = attn.sum(-1) - 1
         while not all(r.done for r in rows):
             runs = self._choose(rows, self._last_logits(out, runs, width))
@@ -302,36 +275,15 @@ class ConstrainedDecoder:
             out, attn, last, width = self._feed(runs, attn, last, cache)
         return [Decoded(self.tokenizer.decode(r.out), r.values, r.logp, len(r.out)) for r in rows]
 
-    def _prefix_kv(self, prefix: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """Each layer's keys and values of ``prefix`` at batch 1, computed once per prefix."""
-        if self._prefix is None or self._prefix[0] != prefix:
-            cache = DynamicCache(config=self.model.config)
-            ids = torch.tensor([prefix], dtype=torch.long, device=self.device)
-            self.model(input_ids=ids, use_cache=True, logits_to_keep=1, **{self._cache_arg: cache})
-            self._prefix = (prefix, [(layer.keys, layer.values) for layer in cache.layers])
-        return self._prefix[1]
-
-    def _cache(self, prefix: tuple[int, ...], batch: int) -> dict:
-        """A fresh KV cache for ``batch`` rows holding the shared ``prefix`` (expanded, not copied)."""
-        cache = DynamicCache(config=self.model.config)
-        for i, (k, v) in enumerate(self._prefix_kv(prefix) if prefix else []):
-            cache.update(k.expand(batch, -1, -1, -1), v.expand(batch, -1, -1, -1), i)
-        return {self._cache_arg: cache}
-
-    def _prefill(
-        self, prompts: list[list[int]], runs: list[list[int]], cached: int, cache: dict
-    ) -> tuple[Any, torch.Tensor, int]:
-        """The first forward pass on top of the ``cached`` prefix tokens: the left-padded prompts,
-        each followed by its row's forced run (right-padded to ``width`` tokens, padding masked),
-        keeping the logits of the last ``width + 1`` positions; returns the model output, the
-        attention mask (prefix included) and ``width``."""
-        head, head_real = self._pad([p[::-1] for p in prompts])
-        head, head_real = head.flip(1), head_real.flip(1)
+    def _prefill(self, prompts: list[str], runs: list[list[int]], cache: dict) -> tuple[Any, torch.Tensor, int]:
+        """The first forward pass: the left-padded prompts, each followed by its row's forced run
+        (right-padded to ``width`` tokens, padding masked), keeping the logits of the last
+        ``width + 1`` positions; returns the model output, the attention mask and ``width``."""
+        enc = self.tokenizer(prompts, return_tensors="pt", padding=True, padding_side="left", add_special_tokens=False)
         tail, real = self._pad(runs)
-        ids = torch.cat([head, tail], dim=1).to(self.device)
-        attn = torch.cat([torch.ones((len(prompts), cached), dtype=torch.long), head_real, real], dim=1)
-        attn = attn.to(self.device)
-        pos = (attn.cumsum(-1) - 1).clamp(min=0)[:, cached:]
+        ids = torch.cat([enc["input_ids"], tail], dim=1).to(self.device)
+        attn = torch.cat([enc["attention_mask"], real], dim=1).to(self.device)
+        pos = (attn.cumsum(-1) - 1).clamp(min=0)
         width = tail.shape[1]
         out = self.model(
             input_ids=ids, attention_mask=attn, position_ids=pos, use_cache=True, logits_to_keep=width + 1, **cache

@@ -37,7 +37,6 @@ from rrsi.errors import SchemaError, UserError
 from rrsi.graph.baselines import combine, most_upstream, root_steps
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.template import VERBS
-from rrsi.hub.lm.texts import label_texts
 from rrsi.scenario import Scenario
 from rrsi.schema import (
     CORRECTION_CHARS,
@@ -60,6 +59,7 @@ __all__ = [
     "whowhen_examples",
     "load_jsonl",
     "example_from_row",
+    "label_texts",
     "sqrt_frequency_weights",
     "WHOWHEN_CODE",
 ]
@@ -149,6 +149,28 @@ def _failing_trace(steps: dict[str, _Step]) -> Trace | None:
         for i, (agent, (task, res)) in enumerate(steps.items())
     ]
     return Trace.from_steps(records)
+
+
+def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool = False) -> dict:
+    """The expert texts of one agent: acting on ``param`` (``op``), or keeping it (``op`` None: the
+    failures point both ways, or are too ``few`` to tell)."""
+    p = spec.param(param)
+    if op is None:
+        return {
+            "error_type": p.error_type,
+            "root_cause": f"{term}: too few {p.error_code} failures to tell"[:ROOT_CAUSE_CHARS]
+            if few
+            else f"{term}: {p.error_code} failures point both ways"[:ROOT_CAUSE_CHARS],
+            "correction": f"Keep {param} unchanged"[:CORRECTION_CHARS],
+            "action": None,
+        }
+    side = "low" if op == "increase" else "high"
+    return {
+        "error_type": p.error_type,
+        "root_cause": f"{term}: {param} too {side} causes {p.error_code} failures"[:ROOT_CAUSE_CHARS],
+        "correction": f"{op.capitalize()} {param} to stop {p.error_code} failures"[:CORRECTION_CHARS],
+        "action": (param, op),
+    }
 
 
 def _label(

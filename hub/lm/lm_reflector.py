@@ -28,11 +28,9 @@ import torch
 from rrsi.devices import resolve_device
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
-from rrsi.hub.lm.adapters import adapter_base
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.constrained import ConstrainedDecoder, Decoded
-from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, prepare, prompt_ids
-from rrsi.hub.lm.template import answer_object
+from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, chat_prompt, prepare
 from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
 
 __all__ = ["LMReflector", "parse_output", "load_adapted"]
@@ -124,9 +122,7 @@ def load_adapted(
 
     Args:
         precision: ``bf16`` casts the merged weights to bfloat16 (merging happens in the
-            load dtype first); ``auto`` does so where bf16 is native (:func:`bf16_fast`);
-            ``int8`` (CPU) quantizes the merged linear layers' weights to int8 with torch's
-            dynamic quantization (activations quantized on the fly, fbgemm kernels).
+            load dtype first); ``auto`` does so where bf16 is native (:func:`bf16_fast`).
     """
     from peft import PeftModel
 
@@ -137,10 +133,6 @@ def load_adapted(
             model = model.merge_and_unload()
     if precision == "bf16" or (precision == "auto" and merge and bf16_fast(device)):
         model = model.to(torch.bfloat16)
-    if precision == "int8":
-        if device != "cpu" or not merge:
-            raise SchemaError(f"precision: int8 needs a merged adapter on the CPU (device {device!r})")
-        model = torch.ao.quantization.quantize_dynamic(model.eval(), {torch.nn.Linear}, dtype=torch.qint8)
     return model.eval()
 
 
@@ -150,15 +142,13 @@ class LMReflector:
     Args:
         registry: error codes, for the domain terms of the agents' codes.
         adapter: a LoRA adapter folder (``None``: the base model alone).
-        base: the base model (see :func:`~rrsi.hub.lm.base.base_model_dir`); by default the
-            one the adapter was trained on (:func:`~rrsi.hub.lm.adapters.adapter_base`).
+        base: the base model (see :func:`~rrsi.hub.lm.base.base_model_dir`).
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
         prompt: prompt limits; must match the ones the adapter was trained with.
         batch_size: incidents decoded together.
         model, tokenizer: an already loaded model and tokenizer (then ``adapter``/``base``
             are not read).
-        precision: ``fp32``, ``bf16``, ``int8`` (CPU) or ``auto`` (bf16 where it is native: AMX
-            CPUs, CUDA).
+        precision: ``fp32``, ``bf16`` or ``auto`` (bf16 where it is native: AMX CPUs, CUDA).
     """
 
     backend = "lm"
@@ -177,11 +167,10 @@ class LMReflector:
     ) -> None:
         if batch_size < 1:
             raise SchemaError(f"batch_size: must be >= 1 (got {batch_size})")
-        if precision not in ("auto", "fp32", "bf16", "int8"):
-            raise SchemaError(f"precision: expected 'auto', 'fp32', 'bf16' or 'int8' (got {precision!r})")
+        if precision not in ("auto", "fp32", "bf16"):
+            raise SchemaError(f"precision: expected 'auto', 'fp32' or 'bf16' (got {precision!r})")
         self.registry = registry
         self.device = resolve_device(device)
-        base = base if base is not None or model is not None else adapter_base(adapter)
         self.tokenizer = tokenizer or load_tokenizer(base)
         self.model = model if model is not None else load_adapted(adapter, base, self.device, precision=precision)
         self.decoder = ConstrainedDecoder(self.model, self.tokenizer)
@@ -209,20 +198,15 @@ class LMReflector:
 
     def generate(self, preps: list[Prepared]) -> list[Decoded]:
         """Constrained decoding of the prepared incidents (one batch)."""
-        parts = [prompt_ids(self.tokenizer, p.text) for p in preps]
-        outs = self.decoder.decode([rest for _, rest in parts], [p.segments for p in preps], prefix=parts[0][0])
+        prompts = [chat_prompt(self.tokenizer, p.text) for p in preps]
+        outs = self.decoder.decode(prompts, [p.segments for p in preps])
         self.tokens += sum(o.tokens for o in outs)
         return outs
 
     def accept(self, out: Decoded, prep: Prepared) -> JointReflection | None:
-        """The validated reflection ``out``'s values describe (:func:`~rrsi.hub.lm.template.answer_object`),
-        or None (logged, counted) when it fails validation."""
+        """The validated reflection of ``out``, or None (logged, counted) when it fails validation."""
         try:
-            try:
-                text = json.dumps(answer_object(prep.views, out.values))
-            except KeyError as exc:
-                raise SchemaError(f"output: the answer chose no value for {exc.args[0]!r}") from None
-            return parse_output(text, out.logp, prep, self.backend)
+            return parse_output(out.text, out.logp, prep, self.backend)
         except SchemaError as exc:
             self.rejected += 1
             log.warning("incident %s: LM reflection rejected, not applied: %s", prep.incident.incident_id, exc)

@@ -32,7 +32,7 @@ from rrsi.errors import SchemaError
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.constrained import SegmentCodec
 from rrsi.hub.lm.data import Example, sqrt_frequency_weights
-from rrsi.hub.lm.prompt import PromptConfig, prepare, prompt_ids
+from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
 from rrsi.hub.lm.template import render_values
 from rrsi.schema import _Model, validate
 
@@ -177,8 +177,8 @@ def encode_examples(
         target, groups = codec.target(prep.segments, values)
         if ex.groups is not None:
             groups = [g if g in ex.groups else None for g in groups]
-        head, rest = prompt_ids(tokenizer, prep.text)
-        prompt = (head + rest)[-max(1, config.max_length - len(target)) :]
+        prompt = tokenizer(chat_prompt(tokenizer, prep.text), add_special_tokens=False)["input_ids"]
+        prompt = prompt[-max(1, config.max_length - len(target)) :]
         out.append(Encoded(prompt + target, [None] * len(prompt) + groups, ex.error_type))
     return out
 

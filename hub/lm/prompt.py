@@ -1,25 +1,27 @@
-"""The LM Reflector's prompt: a short chat prompt, and the evidence its answer restates.
+"""The LM Reflector's prompt: a compact text view of one incident.
 
-The prompt itself says little: the system line (the same for every incident, so its KV cache
-is computed once, :func:`prompt_ids`) and the attributed root agent. What the model decides
-from sits in the answer's forced evidence lines (:mod:`rrsi.hub.lm.template`), one per agent
-with root-attributed failing records, right before its decision (:func:`evidence_line`):
+The prompt names the attributed root agent and, for each agent with root-attributed failing
+records, its failing-step count, its domain terms, per declared param its error code, error
+type and how many of the failing steps carry that code; the last scratchpad only for an agent
+without declared params (a Who&When participant: the prompt has nothing else to say about its
+failure), since for the others the counts and the answer's restated votes summarize what the
+scratchpads say, in a seventh of the tokens.
 
-    intake: 38 fails; parse_strictness [format] 38: increase 37 of 38, one-sided
-
-per declared param its error type, how many failing steps carry its code, and which way those
-steps' symptom phrases point (the error-code registry's phrases, e.g. "too low" → increase)
-and how one-sided they are; for an agent without declared params (a Who&When participant) its
-latest scratchpad. "How one-sided" is a sign test computed here, not by the model (a 135M
-model does not compare counts reliably after a few hundred training examples): ``one-sided``
-when P(X ≥ k | n, ½) < ``alpha`` with n ≥ ``min_votes``, ``too few`` under ``min_votes``, else
-``mixed``. The labels the model learns from are the simulator's ground truth, not this test,
-so the two can disagree; the model weighs the evidence.
+The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's symptom votes
+(:func:`vote_summary`) right before the agent's action: which way the failing steps'
+symptom phrases point (the error-code registry's phrases, e.g. "too low" → increase) and
+how one-sided they are. "How one-sided" is a sign test computed here, not by the model (a
+135M model does not compare counts reliably after a few hundred training examples: without
+it the bundled adapter answered "no action" for every agent): ``one-sided`` when
+P(X ≥ k | n, ½) < ``alpha`` with n ≥ ``min_votes``, ``too few`` under ``min_votes``, else
+``mixed``. The labels the model learns from are the simulator's ground truth (is the param
+the cause of most of the agent's failures, in at least five of them?), not this test, so
+the two can disagree; the model weighs the evidence: whether to act, which agent is the
+root, and what to write about it.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from pydantic import Field
@@ -27,8 +29,7 @@ from pydantic import Field
 from rrsi.agents.self_reflection import reflection_context, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.template import AgentView, Segment, program
-from rrsi.hub.lm.texts import answer_texts
-from rrsi.schema import AgentSpec, Attribution, ParamSpec, ReflectionContext, StepRecord, _Model
+from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
 from rrsi.stats import sign_test
 
 __all__ = [
@@ -38,18 +39,17 @@ __all__ = [
     "Prepared",
     "prepare",
     "evidence_by_agent",
-    "evidence_line",
+    "agent_views",
+    "vote_summary",
     "prompt_text",
-    "prompt_ids",
+    "chat_prompt",
 ]
 
-SYSTEM = "You analyse failures of a pipeline of agents: per agent, act on a param or not; then name the root agent."
-_MARK = "\x00INCIDENT\x00"
-_SPACES = re.compile(r"\s+")
+SYSTEM = "You analyse failures of a pipeline of agents and answer with one JSON reflection."
 
 
 class PromptConfig(_Model):
-    """How much of an incident the prompt and the evidence lines show.
+    """How much of an incident the prompt shows.
 
     Args:
         steps_per_agent: the most recent failing steps shown (their scratchpads) per agent
@@ -59,7 +59,7 @@ class PromptConfig(_Model):
         scratchpad_chars: each scratchpad is cut to this many characters.
         max_tokens: cap on the tokens of each free-text field of the answer.
         max_records: only each agent's latest this many failing records are counted and shown
-            (the bundled adapter is trained on incidents of up to about 40 per agent; a hub
+            (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
         alpha, min_votes: when a param's symptom votes are called ``one-sided`` (see above).
     """
@@ -101,7 +101,7 @@ def prepare(
 
     Args:
         incident: the incident.
-        registry: error codes, for the domain terms and symptom phrases of the agents' codes.
+        registry: error codes, for the domain terms of the agents' codes.
         config: prompt limits.
     """
     config = config or PromptConfig()
@@ -112,16 +112,14 @@ def prepare(
     if not evidence:
         return None
     context = reflection_context([incident.specs[a] for a in evidence], registry)
-    views = []
-    for agent, records in evidence.items():
-        spec = incident.specs[agent]
-        terms = tuple(context.domain_terms.get(agent, ()))
-        texts = answer_texts(spec, terms[0] if terms else agent, records) if spec.params else {}
-        line = evidence_line(spec, records, registry, config)
-        views.append(AgentView(agent, tuple(p.name for p in spec.params), terms, line, texts))
-    root = incident.attribution.root_agent
-    segments = program(views, config.max_tokens, root)
-    return Prepared(incident, prompt_text(incident.attribution), views, segments, context)
+    views = agent_views(
+        list(evidence),
+        incident.specs,
+        context,
+        {a: vote_summary(incident.specs[a], records, registry, config) for a, records in evidence.items()},
+    )
+    text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
+    return Prepared(incident, text, views, program(views, config.max_tokens, incident.attribution.root_agent), context)
 
 
 def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec]) -> dict[str, list[StepRecord]]:
@@ -136,32 +134,67 @@ def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec
     return dict(sorted(by_agent.items()))
 
 
-def _param_evidence(p: ParamSpec, records: list[StepRecord], votes, config: PromptConfig) -> str:
-    n = sum(r.error_code == p.error_code for r in records) if p.error_code else 0
-    if not votes:
-        return f"{p.name} [{p.error_type}] {n}: no symptoms"
-    top = max(("increase", "decrease"), key=lambda d: votes[d])
-    k, total = votes[top], votes.total()
-    return f"{p.name} [{p.error_type}] {n}: {top} {k} of {total}, {_sidedness(k, total, config)}"
+def agent_views(
+    agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext, evidence: dict[str, str] | None = None
+) -> list[AgentView]:
+    """The template's view of each agent: declared params, the domain terms it may cite and
+    the evidence line the answer restates (:func:`vote_summary`)."""
+    evidence = evidence or {}
+    return [
+        AgentView(
+            a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ())), evidence.get(a, "")
+        )
+        for a in agents
+    ]
 
 
-def evidence_line(
+def vote_summary(
     spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: PromptConfig | None = None
 ) -> str:
-    """What the answer restates about an agent before its decision (see the module doc), e.g.
-    ``3 fails; strict [format] 3: increase 3 of 3, too few`` (params in declaration order)."""
+    """One line of an agent's symptom votes, e.g. ``parse_strictness increase 37 of 38, one-sided``
+    (params in declaration order, ``; `` between them; ``no symptoms`` without votes)."""
     config = config or PromptConfig()
-    steps = config.steps_per_param_agent if spec.params else config.steps_per_agent
-    shown = records[len(records) - steps :] if steps else []
-    pads = [_SPACES.sub(" ", r.scratchpad[: config.scratchpad_chars]).strip() for r in shown]
     votes = symptom_votes(spec, records, registry)
-    params = [_param_evidence(p, records, votes.get(p.name), config) for p in spec.params]
-    return "; ".join([f"{len(records)} fails", *params, *(f"last: {p}" for p in pads)])
+    parts = []
+    for p in spec.params:
+        v = votes.get(p.name)
+        if v:
+            top = max(("increase", "decrease"), key=lambda d: v[d])
+            parts.append(f"{p.name} {top} {v[top]} of {v.total()}, {_sidedness(v[top], v.total(), config)}")
+    return "; ".join(parts) or "no symptoms"
 
 
-def prompt_text(attribution: Attribution) -> str:
-    """The user message: the attribution's root agent (the evidence follows in the answer)."""
-    return f"Attributed root agent: {attribution.root_agent}."
+def prompt_text(
+    incident_id: str,
+    attribution: Attribution,
+    evidence: dict[str, list[StepRecord]],
+    specs: dict[str, AgentSpec],
+    context: ReflectionContext,
+    config: PromptConfig | None = None,
+) -> str:
+    """The user message describing the incident.
+
+    Args:
+        incident_id: shown for reference.
+        attribution: its ``root_agent`` is named as the attributed root.
+        evidence: failing records per agent (:func:`evidence_by_agent`).
+        specs: the agents' declarations.
+        context: domain terms per agent.
+        config: truncation limits.
+    """
+    config = config or PromptConfig()
+    lines = [f"Incident {incident_id}. Attributed root agent: {attribution.root_agent}."]
+    for agent, records in evidence.items():
+        terms = ", ".join(context.domain_terms.get(agent, [])) or "none"
+        lines.append(f"Agent {agent}: {len(records)} failing steps. Terms: {terms}.")
+        for p in specs[agent].params:
+            n = sum(r.error_code == p.error_code for r in records) if p.error_code else 0
+            lines.append(f"- param {p.name} [{p.error_code or 'no code'}, {p.error_type}]: {n} failures.")
+        shown = config.steps_per_param_agent if specs[agent].params else config.steps_per_agent
+        for r in records[len(records) - shown :] if shown else []:
+            lines.append(f"- last: {r.scratchpad[: config.scratchpad_chars]}")
+    lines.append("Reflect on the root cause and the correction of each agent.")
+    return "\n".join(lines)
 
 
 def _sidedness(k: int, n: int, config: PromptConfig) -> str:
@@ -170,15 +203,7 @@ def _sidedness(k: int, n: int, config: PromptConfig) -> str:
     return "one-sided" if sign_test(k, n) < config.alpha else "mixed"
 
 
-def prompt_ids(tokenizer, text: str) -> tuple[list[int], list[int]]:
-    """Token ids of ``text`` in the model's chat template, ready for the assistant's answer, as
-    (the prefix every prompt shares: system message and the user turn's opening, the rest).
-
-    Prefix and rest are tokenized apart, by training and decoding alike, so the prefix's KV
-    cache computed once holds for every prompt.
-    """
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": _MARK}]
-    chat = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-    head, tail = chat.split(_MARK)
-    encode = tokenizer.encode
-    return encode(head, add_special_tokens=False), encode(text + tail, add_special_tokens=False)
+def chat_prompt(tokenizer, text: str) -> str:
+    """``text`` wrapped in the model's chat template, ready for the assistant's answer."""
+    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
+    return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)

@@ -42,9 +42,8 @@ from pydantic import Field
 
 from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.lm.data import example_from_row
+from rrsi.hub.lm.data import example_from_row, label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
-from rrsi.hub.lm.texts import label_texts
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
 

@@ -1,30 +1,32 @@
-"""What the LM Reflector's model reads and writes after the prompt, as a program of segments.
+"""The JSON skeleton the LM Reflector fills in, as a program of segments.
 
-The model's answer is a compact line per agent with failing records, then the root agent::
+The model's output for an incident is one JSON object::
 
-    <agent>: <evidence>
-    act <none | param op>; type <error type>
-    ...
-    attributed <agent>; root <agent>
+    {"reflections": [
+      {"agent": "<agent>", "error_type": "<type>", "evidence": "<votes>",
+       "actions": [] | [{"param": "<param>", "op": "increase|decrease"}],
+       "root_cause": "<term><text>", "correction": "<Verb><text>"}, ...],
+     "attributed_root": "<agent>", "root_agent": "<agent>"}
 
-Everything but the choices (and, for an agent without declared params, two free texts) is
-fixed and forced. The evidence line restates the agent's failures and symptom votes
-(:func:`rrsi.hub.lm.prompt.evidence_line`) right before the decision that depends on it, and
-the attribution's root is restated right before the root agent is chosen, last: a 135M model
-trained for a few dozen steps decides from the text beside a decision, not from a block of the
-prompt far back. The JSON reflection is assembled from the chosen values
-(:func:`answer_object`), not written token by token: for an agent with declared params the
-root cause and the correction follow from the chosen action (:mod:`rrsi.hub.lm.texts`), so the
-model spends a decoding step only where it decides something. An agent without declared params
-(a Who&When participant) gets a domain term and a free root cause, an imperative verb and a
-free correction. Both texts satisfy the schema by construction (a term first, a verb first).
-
-Training targets are rendered from the same program (:func:`render_values`), so the model
-learns exactly the token sequences the decoder lets it write.
+Everything but the choices and the free text is fixed and forced. ``evidence`` is forced
+too: it restates the agent's symptom votes from the prompt (e.g. ``parse_strictness
+increase 37 of 38, one-sided``) right before the decision that depends on it, so the
+model decides from the text beside it rather than from a block of the prompt hundreds of
+tokens back (the 135M model trained for a few dozen steps did not learn the latter). The
+root agent is chosen last, after every agent's evidence and decision, with the attribution's
+root restated beside it (``attributed_root``, forced): chosen first, far from that line of
+the prompt, the model picked agents that neither acted nor were blamed. ``evidence`` and
+``attributed_root`` are not fields of the schema; the parser drops them. Choices (root agent,
+error type, domain term, imperative verb, action) are enums taken from the incident's
+:class:`~rrsi.schema.ReflectionContext`; the root cause starts with a chosen domain term and
+the correction with a chosen imperative verb, so both satisfy the schema by construction.
+Training targets are rendered from the same program (:func:`render`), so the model learns
+exactly the token sequences the decoder lets it write.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 from rrsi.schema import CORRECTION_CHARS, ERROR_TYPES, IMPERATIVE_VERBS, ROOT_CAUSE_CHARS
@@ -38,9 +40,6 @@ __all__ = [
     "AgentView",
     "program",
     "render_values",
-    "answer_object",
-    "action_option",
-    "NO_ACTION",
     "VERBS",
     "OPS",
     "FIELD_OF",
@@ -48,10 +47,9 @@ __all__ = [
 
 # Bumped whenever the prompt or the answer's program changes: an adapter trained for another
 # version writes answers the decoder no longer asks for (see adapters.has_adapter).
-TEMPLATE_VERSION = 4  # 4: compact answer lines, texts from the decision, evidence in the answer
+TEMPLATE_VERSION = 3  # 3: no scratchpads for agents with declared params
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
-NO_ACTION = "none"
 
 
 @dataclass(frozen=True)
@@ -89,24 +87,16 @@ Segment = Fixed | Choice | Free
 
 @dataclass(frozen=True)
 class AgentView:
-    """What the template needs about one agent of the incident: its declared params, the domain
-    terms it may cite, the evidence line the answer restates, and (agents with params) the root
-    cause and correction of each action option."""
+    """What the template needs about one agent of the incident."""
 
     name: str
     params: tuple[str, ...]
     terms: tuple[str, ...] = field(default_factory=tuple)
     evidence: str = ""
-    texts: dict[str, tuple[str, str]] = field(default_factory=dict)
-
-
-def action_option(param: str | None, op: str | None) -> str:
-    """The answer's spelling of an action: ``<param> <op>``, or ``none``."""
-    return NO_ACTION if param is None else f"{param} {op}"
 
 
 def _actions(params: tuple[str, ...]) -> tuple[str, ...]:
-    return (NO_ACTION, *(action_option(p, op) for p in params for op in OPS))
+    return ("[]", *(json.dumps([{"param": p, "op": op}]) for p in params for op in OPS))
 
 
 def _merge(segments: list[Segment]) -> list[Segment]:
@@ -119,20 +109,8 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     return out
 
 
-def _free_texts(i: int, a: AgentView, max_tokens: int) -> list[Segment]:
-    """Term + root cause and verb + correction of an agent without declared params."""
-    return [
-        Fixed("; cause "),
-        Choice(f"{i}.term", a.terms or ("",)),
-        Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens),
-        Fixed("; fix "),
-        Choice(f"{i}.verb", VERBS),
-        Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True),
-    ]
-
-
 def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "") -> list[Segment]:
-    """The segments of the answer for an incident whose evidence covers ``agents``.
+    """The segments of the output for an incident whose evidence covers ``agents``.
 
     Args:
         agents: the agents that get a reflection, in output order (at least one).
@@ -140,18 +118,26 @@ def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "")
         attributed: the attribution's root agent, restated (forced) right before the root
             agent is chosen.
     """
-    segs: list[Segment] = []
+    segs: list[Segment] = [Fixed('{"reflections": [')]
     for i, a in enumerate(agents):
+        segs.append(Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "error_type": "'))
         segs += [
-            Fixed(f"{a.name}: {a.evidence}\nact "),
-            Choice(f"{i}.actions", _actions(a.params)),
-            Fixed("; type "),
             Choice(f"{i}.error_type", ERROR_TYPES),
+            Fixed('", "evidence": ' + json.dumps(a.evidence) + ', "actions": '),
+            Choice(f"{i}.actions", _actions(a.params)),
         ]
-        if not a.params:
-            segs += _free_texts(i, a, max_tokens)
-        segs.append(Fixed("\n"))
-    segs += [Fixed(f"attributed {attributed}; root "), Choice("root_agent", tuple(a.name for a in agents)), Fixed("\n")]
+        segs += [Fixed(', "root_cause": "'), Choice(f"{i}.term", a.terms or ("",))]
+        segs.append(Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens))
+        segs += [Fixed('", "correction": "'), Choice(f"{i}.verb", VERBS)]
+        segs.append(
+            Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True)
+        )
+        segs.append(Fixed('"}'))
+    segs += [
+        Fixed('], "attributed_root": ' + json.dumps(attributed) + ', "root_agent": "'),
+        Choice("root_agent", tuple(a.name for a in agents)),
+        Fixed('"}'),
+    ]
     return _merge(segs)
 
 
@@ -167,72 +153,40 @@ FIELD_OF = {
 }
 
 
-def _text_values(i: int, a: AgentView, r: dict) -> dict[str, str]:
-    """The term/verb choices and free texts that make an agent without params write ``r``'s texts."""
-    term = next((t for t in sorted(a.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
-    if term is None:
-        raise ValueError(
-            f"reflections[{i}].root_cause must start with one of {list(a.terms)} (got {r['root_cause']!r})"
-        )
-    verb, _, rest = r["correction"].partition(" ")
-    if verb not in VERBS:
-        raise ValueError(f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})")
-    return {
-        f"{i}.term": term,
-        f"{i}.root_cause": r["root_cause"][len(term) :],
-        f"{i}.verb": verb,
-        f"{i}.correction": (" " + rest) if rest else "",
-    }
-
-
 def render_values(agents: list[AgentView], root_agent: str, reflections: list[dict]) -> dict[str, str]:
     """The segment values that make the program produce ``reflections``.
 
     Args:
         agents: as for :func:`program`.
         root_agent: the incident's root agent.
-        reflections: one dict per agent (same order) with ``error_type``, ``action`` (``None``
-            or ``(param, op)`` of a declared param) and, for an agent without declared params,
-            ``root_cause`` (starting with one of its terms) and ``correction`` (starting with a
-            verb of :data:`VERBS`).
+        reflections: one dict per agent (same order) with ``error_type``, ``root_cause``
+            (starting with one of the agent's terms), ``correction`` (starting with a verb of
+            :data:`VERBS`) and ``action`` (``None`` or ``(param, op)``).
 
     Raises:
         ValueError: a value the program cannot produce; the message names the field.
     """
     values = {"root_agent": root_agent}
     for i, (a, r) in enumerate(zip(agents, reflections, strict=True)):
+        term = next((t for t in sorted(a.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
+        if term is None:
+            raise ValueError(
+                f"reflections[{i}].root_cause must start with one of {list(a.terms)} (got {r['root_cause']!r})"
+            )
+        verb, _, rest = r["correction"].partition(" ")
+        if verb not in VERBS:
+            raise ValueError(
+                f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})"
+            )
         action = r.get("action")
-        if action is not None and action[0] not in a.params:
-            raise ValueError(f"reflections[{i}].action: {action[0]!r} is not a declared param of {a.name!r}")
-        values[f"{i}.actions"] = action_option(*(action or (None, None)))
-        values[f"{i}.error_type"] = r["error_type"]
-        if not a.params:
-            values.update(_text_values(i, a, r))
-    return values
-
-
-def answer_object(agents: list[AgentView], values: dict[str, str]) -> dict:
-    """The JSON reflection (``reflections`` and ``root_agent``) the chosen ``values`` describe.
-
-    Raises:
-        KeyError: ``values`` lacks a value the program chose.
-    """
-    reflections = []
-    for i, a in enumerate(agents):
-        option = values[f"{i}.actions"]
-        param, _, op = option.partition(" ")
-        if a.params:
-            cause, correction = a.texts[option]
-        else:
-            cause = values[f"{i}.term"] + values[f"{i}.root_cause"]
-            correction = values[f"{i}.verb"] + values[f"{i}.correction"]
-        reflections.append(
+        values.update(
             {
-                "agent": a.name,
-                "error_type": values[f"{i}.error_type"],
-                "actions": [] if option == NO_ACTION else [{"param": param, "op": op}],
-                "root_cause": cause,
-                "correction": correction,
+                f"{i}.error_type": r["error_type"],
+                f"{i}.term": term,
+                f"{i}.root_cause": r["root_cause"][len(term) :],
+                f"{i}.verb": verb,
+                f"{i}.correction": (" " + rest) if rest else "",
+                f"{i}.actions": json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]",
             }
         )
-    return {"reflections": reflections, "root_agent": values["root_agent"]}
+    return values

@@ -35,29 +35,25 @@ def test_no_evidence_gives_none_without_running_the_model(lm, incident):
 
 
 def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
-    """Chunked forced runs over a shared KV cache, on top of the cached prompt prefix, with padded
-    rows decode exactly what a plain, uncached, one-row, one-token-at-a-time loop decodes."""
+    """Chunked forced runs over a shared KV cache with padded rows decode exactly what a
+    plain, uncached, one-row, one-decision-at-a-time loop decodes."""
     import torch
 
     from rrsi.hub.lm.constrained import ConstrainedDecoder, _Row
-    from rrsi.hub.lm.prompt import prompt_ids
+    from rrsi.hub.lm.prompt import chat_prompt
     from rrsi.hub.lm.template import Fixed
 
     model, tokenizer = lm
     inc, registry = incident
-    from rrsi.schema import AgentSpec
-
     quiet = type(inc)("inc-2", inc.attribution, inc.root_records[-1:], inc.specs)
-    bare = type(inc)("inc-3", inc.attribution, inc.root_records, {**inc.specs, "up": AgentSpec(name="up")})
-    preps = [prepare(i, registry, PromptConfig(max_tokens=3)) for i in (inc, quiet, bare)]
-    parts = [prompt_ids(tokenizer, p.text) for p in preps]
+    preps = [prepare(i, registry, PromptConfig(max_tokens=3)) for i in (inc, quiet)]
+    prompts = [chat_prompt(tokenizer, p.text) for p in preps]
     decoder = ConstrainedDecoder(model, tokenizer)
-    batched = decoder.decode([rest for _, rest in parts], [p.segments for p in preps], prefix=parts[0][0])
-    assert decoder.decode([parts[0][1]], [preps[0].segments], prefix=parts[0][0])[0].text == batched[0].text
-    for (head, rest), prep, got in zip(parts, preps, batched):
+    batched = decoder.decode(prompts, [p.segments for p in preps])
+    for prompt, prep, got in zip(prompts, preps, batched):
         row = _Row(list(prep.segments))
         decoder._enter(row, 0)
-        ids = head + rest
+        ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         while not row.done:
             if isinstance(row.segments[row.seg], Fixed):
                 decoder._advance(row, decoder.codec.ids(row.segments[row.seg].text)[row.pos], 0.0)

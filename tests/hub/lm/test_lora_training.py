@@ -144,7 +144,7 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
         peft.unload()  # the session's shared base model, unchanged
     assert split == pytest.approx(whole, rel=1e-4)
     for a, b in zip(whole_grad, split_grad):
-        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-5)  # padding reorders float sums
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-6)
 
 
 @pytest.mark.slow
@@ -155,12 +155,8 @@ def test_train_reflector_cli_trains_then_continues_an_adapter(tmp_path, capsys):
 
     first, second = tmp_path / "first", tmp_path / "second"
     common = [
-        "--generated",
-        "1",
-        "--per-pipeline",
+        "--incidents",
         "2",
-        "--whowhen",
-        "none",
         "--steps",
         "1",
         "--batch-size",

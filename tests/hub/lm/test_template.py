@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
 from rrsi.hub.lm.lm_reflector import parse_output
 from rrsi.hub.lm.prompt import PromptConfig, prepare
-from rrsi.hub.lm.template import answer_object, render_values
+from rrsi.hub.lm.template import render_values
 
 
 @pytest.fixture(scope="module")
@@ -48,60 +46,53 @@ def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
     codec = SegmentCodec(tokenizer)
     for ex in synthetic_examples(scenario, 5, seed=4):
         prep = prepare(ex.incident, scenario_registry(scenario))
-        values = render_values(prep.views, ex.root_agent, ex.reflections)
-        ids, groups = codec.target(prep.segments, values)
-        assert len(ids) == len(groups) and {"error_type", "decision"} <= set(groups)
-        joint = parse_output(json.dumps(answer_object(prep.views, values)), {}, prep)
+        ids, groups = codec.target(prep.segments, render_values(prep.views, ex.root_agent, ex.reflections))
+        assert len(ids) == len(groups) and {"error_type", "root_cause", "correction", "decision"} <= set(groups)
+        joint = parse_output(tokenizer.decode(ids), {}, prep)
         assert joint.root_agent == ex.root_agent
         assert [r.error_type for r in joint.reflections] == [r["error_type"] for r in ex.reflections]
-        acted = [(r.actions[0].param, r.actions[0].op) if r.actions else None for r in joint.reflections]
-        assert acted == [r["action"] for r in ex.reflections]
-
-
-def _bare(inc, agent="up"):
-    """``inc`` with ``agent`` declared without params (a Who&When-like participant)."""
-    from rrsi.schema import AgentSpec
-
-    return type(inc)(inc.incident_id, inc.attribution, inc.root_records, {**inc.specs, agent: AgentSpec(name=agent)})
 
 
 def test_render_refuses_what_the_template_cannot_write(incident):
     inc, registry = incident
-    prep = prepare(_bare(inc), registry)
-    down = {"agent": "down", "error_type": "logic", "action": None}
-    up = {"agent": "up", "error_type": "logic", "root_cause": "no term", "correction": "Keep it", "action": None}
-    with pytest.raises(ValueError, match=r"reflections\[0\].action: 'strict' is not a declared param"):
-        render_values(prep.views, "up", [{**down, "action": ("strict", "increase")}, up])
-    # "up" has no params now: its texts are written, and must start with a term and a verb.
-    with pytest.raises(ValueError, match=r"reflections\[1\].correction"):
-        render_values(prep.views, "up", [down, {**up, "correction": "it is fine"}])
-    values = render_values(prep.views, "up", [down, up])
-    joint = parse_output(json.dumps(answer_object(prep.views, values)), {}, prep)
-    assert joint.reflections[1].root_cause == "no term" and joint.reflections[1].correction == "Keep it"
-
-
-def test_evidence_counts_each_params_failures(incident):
-    inc, registry = incident
     prep = prepare(inc, registry)
-    assert [v.evidence for v in prep.views] == [
-        "1 fails; length [logic] 1: decrease 1 of 1, too few",
-        "3 fails; strict [format] 3: increase 3 of 3, too few",
+    bad = [
+        {"agent": "down", "error_type": "logic", "root_cause": "no term here", "correction": "Keep it", "action": None},
+        {
+            "agent": "up",
+            "error_type": "format",
+            "root_cause": "date format off",
+            "correction": "Increase strict",
+            "action": None,
+        },
     ]
-    assert prep.text == "Attributed root agent: up."
+    with pytest.raises(ValueError, match=r"reflections\[0\].root_cause"):
+        render_values(prep.views, "up", bad)
+
+
+def test_prompt_counts_each_params_failures(incident):
+    inc, registry = incident
+    text = prepare(inc, registry).text
+    assert "Agent up: 3 failing steps." in text
+    assert "- param strict [UP_FAIL_001, format]: 3 failures." in text
+    assert "- param length [DOWN_FAIL_001, logic]: 1 failures." in text
     # Agents with declared params: their counts, no scratchpad (unless asked for).
-    assert prepare(inc, registry, PromptConfig(steps_per_param_agent=1)).views[1].evidence.count("last: up:") == 1
+    assert "- last:" not in text
+    assert prepare(inc, registry, PromptConfig(steps_per_param_agent=1)).text.count("- last: up:") == 1
 
 
 def test_an_agent_without_params_shows_its_latest_scratchpad(incident):
+    from rrsi.schema import AgentSpec
+
     inc, registry = incident
-    views = prepare(_bare(inc), registry).views
-    assert views[1].evidence == "3 fails; last: up: strict=0.2 looked too low on the date format"
-    assert "last:" not in views[0].evidence
+    bare = type(inc)(inc.incident_id, inc.attribution, inc.root_records, {**inc.specs, "up": AgentSpec(name="up")})
+    text = prepare(bare, registry).text
+    assert text.count("- last: up:") == 1 and "- last: down" not in text
 
 
-def test_evidence_line_names_direction_count_and_how_one_sided():
+def test_vote_summary_names_direction_count_and_how_one_sided():
     from rrsi.error_codes import default_registry
-    from rrsi.hub.lm.prompt import PromptConfig, evidence_line
+    from rrsi.hub.lm.prompt import PromptConfig, vote_summary
     from rrsi.schema import AgentSpec
     from tests.helpers import step
 
@@ -110,7 +101,7 @@ def test_evidence_line_names_direction_count_and_how_one_sided():
             "name": "a",
             "params": [
                 {"name": "p", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_001", "error_type": "logic"},
-                {"name": "q", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_002", "error_type": "format"},
+                {"name": "q", "low": 0, "high": 1, "init": 0.5, "error_code": "A_FAIL_002", "error_type": "logic"},
             ],
         }
     )
@@ -130,45 +121,52 @@ def test_evidence_line_names_direction_count_and_how_one_sided():
         ]
 
     # 9 of 10: P(X >= 9 | 10, 1/2) = 0.011, one-sided only above alpha 0.011.
-    nine = records("A_FAIL_001", 9, 1)
+    assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry) == "p increase 9 of 10, mixed"
     assert (
-        evidence_line(spec, nine, registry)
-        == "10 fails; p [logic] 10: increase 9 of 10, mixed; q [format] 0: no symptoms"
+        vote_summary(spec, records("A_FAIL_001", 9, 1), registry, PromptConfig(alpha=0.02))
+        == "p increase 9 of 10, one-sided"
     )
-    assert evidence_line(spec, nine, registry, PromptConfig(alpha=0.02)).startswith(
-        "10 fails; p [logic] 10: increase 9 of 10, one-sided;"
+    assert vote_summary(spec, records("A_FAIL_001", 0, 7) + records("A_FAIL_002", 2, 1), registry) == (
+        "p decrease 7 of 7, one-sided; q increase 2 of 3, too few"
     )
-    assert evidence_line(spec, records("A_FAIL_001", 0, 7) + records("A_FAIL_002", 2, 1), registry) == (
-        "10 fails; p [logic] 7: decrease 7 of 7, one-sided; q [format] 3: increase 2 of 3, too few"
-    )
+    assert vote_summary(spec, [], registry) == "no symptoms"
 
 
-def test_the_answer_restates_the_votes_then_acts_and_names_the_root_last(incident, tokenizer):
+def test_the_answer_restates_the_votes_then_acts_then_explains_and_names_the_root_last(incident, tokenizer):
     from rrsi.hub.lm.constrained import SegmentCodec
 
     inc, registry = incident
     prep = prepare(inc, registry)
     reflections = [
-        {"agent": "down", "error_type": "logic", "action": None},
-        {"agent": "up", "error_type": "format", "action": ("strict", "increase")},
+        {
+            "agent": "down",
+            "error_type": "logic",
+            "root_cause": "summary: noise",
+            "correction": "Keep length",
+            "action": None,
+        },
+        {
+            "agent": "up",
+            "error_type": "format",
+            "root_cause": "date format: strict too low",
+            "correction": "Increase strict",
+            "action": ("strict", "increase"),
+        },
     ]
-    values = render_values(prep.views, "up", reflections)
-    ids, _ = SegmentCodec(tokenizer).target(prep.segments, values)
+    ids, _ = SegmentCodec(tokenizer).target(prep.segments, render_values(prep.views, "up", reflections))
     text = tokenizer.decode(ids)
-    assert text.index("up: 3 fails; strict [format] 3: increase 3 of 3, too few\nact strict increase; type format")
-    assert text.index("down: 1 fails") < text.index("up: 3 fails") < text.rindex("attributed up; root up")
-    joint = parse_output(json.dumps(answer_object(prep.views, values)), {}, prep)
-    assert joint.root_agent == "up" and joint.reflections[1].actions[0].op == "increase"
-    # The texts follow from the decision, from the same templates as the training labels.
-    assert joint.reflections[1].root_cause == "date format: strict too low causes UP_FAIL_001 failures"
-    assert joint.reflections[0].correction == "Keep length unchanged"
-    assert joint.reflections[0].root_cause.endswith("too few DOWN_FAIL_001 failures to tell")
+    assert text.index('"evidence": "strict increase 3 of 3, too few"') < text.index('"actions": [{"param": "strict"')
+    assert text.index('"actions": [{"param": "strict"') < text.index('"root_cause": "date format: strict too low"')
+    assert text.rindex('"attributed_root": "up", "root_agent": "up"') > text.rindex('"correction"')
+    joint = parse_output(text, {}, prep)
+    assert joint.root_agent == "up" and "evidence" not in joint.reflections[1].model_dump()
+    assert joint.reflections[1].actions[0].op == "increase"
 
 
-def test_evidence_counts_only_the_latest_records_it_is_configured_for(incident):
+def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
     from rrsi.hub.lm.prompt import PromptConfig
 
     inc, registry = incident
-    assert prepare(inc, registry, PromptConfig(max_records=2)).views[1].evidence == (
-        "2 fails; strict [format] 2: increase 2 of 2, too few"
-    )
+    text = prepare(inc, registry, PromptConfig(max_records=2)).text
+    assert "Agent up: 2 failing steps." in text and "- param strict [UP_FAIL_001, format]: 2 failures." in text
+    assert prepare(inc, registry, PromptConfig(max_records=2)).views[1].evidence == "strict increase 2 of 2, too few"
