@@ -21,6 +21,7 @@ from rrsi.scenario import load_scenario
 from rrsi.store import Store
 
 By = pytest.importorskip("selenium.webdriver.common.by", reason="selenium not installed (pip install -e '.[test]')").By
+WebDriverWait = pytest.importorskip("selenium.webdriver.support.ui").WebDriverWait
 pytestmark = pytest.mark.slow  # two simulated rounds on Ray, then the browser: ~40 s
 HIGH_RISK = load_scenario(Path(__file__).parents[1] / "hub" / "scenarios" / "high-risk.yaml")
 TOKEN = "browser-test-token"
@@ -94,7 +95,8 @@ def test_approving_in_the_page_is_rrsi_approve(browser, console, run):
     browser.find_element(By.ID, f"approve-{plan.plan_id}").click()
     assert store.approval(plan.plan_id) is None  # the confirmation page changes nothing
     browser.find_element(By.ID, "confirm-button").click()
-    assert plan.incident_id in browser.current_url
+    # the POST's redirect back to the incident page completes after click() returns (seen on a loaded machine)
+    WebDriverWait(browser, 30).until(lambda b: plan.incident_id in b.current_url)
     assert store.approval(plan.plan_id) == "approved" and store.plan(plan.plan_id).state == "blocked"
     who = store._read("SELECT who FROM approvals WHERE plan_id = ?", (plan.plan_id,))[0][0]
     assert who == os.environ.get("USER", "cli")  # what rrsi approve records
