@@ -67,10 +67,7 @@ def start_console(args: argparse.Namespace, call):
         console.print(f"[yellow]warning:[/yellow] the console listens on {host}: reachable beyond this machine")
     server = web_console.ConsoleServer(args.store, call, host=host, port=args.port, token=auth.hub_token())
     url = server.start()
-    console.print(
-        f"incident console at {url}; log in with the hub token ($RRSI_HUB_TOKEN, $RAY_AUTH_TOKEN, "
-        f"or the one in {auth.token_path()})"
-    )
+    console.print(f"incident console at {url}; log in with the hub token ({auth.token_source()})")
     return server
 
 

@@ -55,7 +55,7 @@ def beside_hub(args: argparse.Namespace, hub):
     server = receiver.OtlpReceiver(client.HubClient(hub), host=host, port=port).start()
     console.print(
         f"OTLP receiver at {server.url} (POST /v1/traces, GET /v1/params); send 'Authorization: Bearer <hub "
-        f"token>' ($RRSI_HUB_TOKEN, $RAY_AUTH_TOKEN, or the one in {auth.token_path()})"
+        f"token>' ({auth.token_source()})"
     )
     return server
 

@@ -55,6 +55,11 @@ def hub_token(home: Path | None = None) -> str:
     return _file_token(token_path(home))
 
 
+def token_source(home: Path | None = None) -> str:
+    """Where :func:`hub_token` looks, for the hints the commands print."""
+    return f"$RRSI_HUB_TOKEN, $RAY_AUTH_TOKEN, or the one in {token_path(home)}"
+
+
 def token_matches(presented: str | None, expected: str) -> bool:
     """Constant-time comparison; accepts the bare token or an ``Authorization`` header value."""
     if not presented:
