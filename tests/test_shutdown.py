@@ -67,7 +67,13 @@ SCENARIO = textwrap.dedent("""
 
     # one whose hub is gone: close() gives up, and its thread ends all the same
     orphan = AgentHarness(SPEC, lambda task, params: task.payload, registry, hub=actor, config=fast)
-    ray.kill(actor)
+    ray.kill(actor)  # asynchronous: wait until the actor is gone, or the orphan's record may still land
+    while True:
+        try:
+            ray.get(actor.registry_entries.remote(), timeout=10)
+        except ray.exceptions.RayActorError:
+            break
+        time.sleep(0.05)
     orphan.run({"task_id": "o", "trace_id": "o", "payload": 1})
     try:
         orphan.shipper.close(timeout=1.0)
