@@ -46,17 +46,21 @@ def _word(rng: random.Random, syllables: int) -> str:
     return "".join(rng.choice(_ONSETS) + rng.choice(_VOWELS) + rng.choice(_CODAS) for _ in range(syllables))
 
 
-def make_atlas(seed: int, families: int = 12, per_family: int = 4) -> list[Fact]:
-    """``families × per_family`` countries, near-namesakes within a family, each with one fact."""
+def make_atlas(seed: int, families: int = 8, per_family: int = 6) -> list[Fact]:
+    """``families × per_family`` countries (``per_family`` up to 7), near-namesakes within a family, each with
+    one fact."""
+    if not 1 <= per_family <= len(_ENDINGS):
+        raise ValueError(f"per_family: expected 1..{len(_ENDINGS)} (got {per_family})")
     rng = random.Random(seed)
     names: set[str] = set()
     facts = []
     for _ in range(families):
         stem = _word(rng, 1).capitalize()
-        endings = rng.sample(_ENDINGS, per_family)
-        for ending in endings:
+        while any(stem + ending in names for ending in _ENDINGS):  # a stem already used: another family
+            stem = _word(rng, 1).capitalize()
+        for ending in rng.sample(_ENDINGS, per_family):
             country, capital = stem + ending, _word(rng, 2).capitalize()
-            while capital in names or country in names:
+            while capital in names or capital == country:
                 capital = _word(rng, 2).capitalize()
             names |= {country, capital}
             text = rng.choice(_PHRASINGS).format(country=country, capital=capital)

@@ -3,7 +3,6 @@ hub's OTLP receiver and pull-mode params (a stand-in scorer), and a smoke round 
 
 from __future__ import annotations
 
-import re
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExport
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from examples.real_pipeline.agents import AGENTS, PROMPT_CHARS, executors, order, reader_prompt
+from examples.real_pipeline.agents import AGENTS, PROMPT_CHARS, executors, names, order, reader_prompt
 from examples.real_pipeline.modes import HubParams, IndependentParams
 from examples.real_pipeline.pipeline import Pipeline
 from examples.real_pipeline.tasks import is_correct, make_atlas, make_questions
@@ -23,22 +22,25 @@ from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.receiver import OtlpReceiver
 
 TOKEN = "example-test-token"
-TASKS = 32  # enough retrieval misses at top_k = 1 for the sign test at α = 0.01
+TASKS = 48  # every country once: enough retrieval misses at top_k = 1 for the sign test at α = 0.01
 
 
 class ReadsTheFacts:
-    """Stands in for SmolLM2: scores a candidate 0 when it shares a fact sentence with the question's country."""
+    """Stands in for SmolLM2: a fact scores 0 as being about the country it names, -5 otherwise."""
 
-    def scores(self, prompt: str, candidates: tuple[str, ...]) -> list[float]:
-        country = re.findall(r"Question: .*? ([A-Z][a-z]+)[?.]", prompt)[-1]
-        facts = prompt.rsplit("Facts:", 1)[1]
-        return [0.0 if any(country in s and c in s for s in facts.split(".")) else -5.0 for c in candidates]
+    def logprobs(self, prefixes: tuple[str, ...], continuations: tuple[str, ...]) -> list[float]:
+        scores = []
+        for prefix, continuation in zip(prefixes, continuations):
+            fact = prefix.rsplit("Fact: ", 1)[1].split("\n", 1)[0]
+            scores.append(0.0 if names(fact, continuation.strip()) else -5.0)
+        return scores
 
 
 def test_the_task_set_is_generated_and_checked_by_code():
     atlas = make_atlas(1)
     assert atlas == make_atlas(1) and atlas != make_atlas(2)
     assert len({f.country for f in atlas}) == len(atlas) == 48
+    assert all(len({f.country for f in make_atlas(seed)}) == 48 for seed in range(50)), "no seed loops or repeats"
     questions = make_questions(atlas, 30, seed=3)
     capitals = {f.country: f.capital for f in atlas}
     assert all(capitals[q.country] == q.answer and q.country in q.text for q in questions)
@@ -60,6 +62,7 @@ def test_retrieval_misses_with_a_small_top_k_and_hands_its_facts_on():
     assert misses[1] > misses[8], misses
     missed = next(r for r in results[1] if r.error_code)
     assert len(missed.output["facts"]) == 1 and "top_k too low" in missed.scratchpad
+    assert all(len(r.output["facts"]) == 8 for r in results[8])
 
 
 def _payload(q) -> dict:
@@ -84,7 +87,7 @@ def test_independent_loop_moves_the_params_its_own_failures_name():
     atlas = make_atlas(1)
     source = IndependentParams(HubConfig(alpha=0.01))
     pipeline = Pipeline(atlas, ReadsTheFacts(), source, TracerProvider().get_tracer("t"))
-    runs = [pipeline.run(q, 0) for q in make_questions(atlas, 24, seed=5)]
+    runs = [pipeline.run(q, 0) for q in make_questions(atlas, TASKS, seed=5)]
     assert any(not r.ok for r in runs)
     changes = source.after_round(runs)
     assert any(c.startswith("retrieve ") for c in changes), changes
@@ -137,8 +140,11 @@ def test_verify_re_asks_the_reader_with_the_params_it_pulled():
     atlas = make_atlas(1)
     q = make_questions(atlas, 1, seed=7)[0]
     facts = [f.text for f in sorted(atlas, key=lambda f: q.country not in f.text)[:3]]
-    payload = {**_payload(q), "facts": facts}
-    pulled = {"few_shot": 1.0, "temperature": 2.0}  # as pulled: floats, whatever the kind
+    scores = [0.0 if names(f, q.country) else -5.0 for f in facts]
+    # a task whose draw at temperature 8 put another country's fact first: the read that failed
+    qid = next(f"{q.qid}-{i}" for i in range(100) if not names(facts[order(scores, 8.0, f"{q.qid}-{i}")[0]], q.country))
+    payload = {**_payload(q), "qid": qid, "facts": facts}
+    pulled = {"few_shot": 1.0, "temperature": 8.0}  # as pulled: floats, whatever the kind
     found = executors(atlas, ReadsTheFacts(), lambda _payload: pulled)
     task = Task(task_id=q.qid, trace_id=q.qid, payload=payload)
     assert found["verify"](task, {"max_retries": 0}).error_code == "VERIFY_EXHAUSTED_001"
