@@ -37,7 +37,7 @@ from rrsi.agents.langchain import ErrorRule, RunnableExecutor
 
 __all__ = ["AGENTS", "PROMPT_CHARS", "Retriever", "Scorer", "answer", "executors", "names", "order", "reader_prompt"]
 
-PROMPT_CHARS = 400  # the reader's prompt budget: examples first, then facts, then the question
+PROMPT_CHARS = 320  # the reader's prompt budget: examples first, then facts, then the question
 
 
 def _param(name: str, kind: str, high: float, init: float, code: str, error_type: str) -> dict:
