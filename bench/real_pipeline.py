@@ -1,6 +1,6 @@
 """Task success of the real-agent pipeline (examples/real_pipeline) per round in none / independent / hub modes.
 
-    .venv/bin/python bench/real_pipeline.py --rounds 6 --tasks 24
+    .venv/bin/python bench/real_pipeline.py --rounds 12 --tasks 48
 
 Every mode answers the same questions in the same rounds (a new sample of the atlas each round),
 with the same SmolLM2 reader; only where the params come from differs (examples/real_pipeline/modes.py).
@@ -113,8 +113,8 @@ def _settings(items: list[str]) -> dict[str, dict[str, float]]:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--tasks", type=int, default=24, help="questions per round")
+    ap.add_argument("--rounds", type=int, default=12)
+    ap.add_argument("--tasks", type=int, default=48, help="questions per round")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--modes", default="none,independent,hub")
     ap.add_argument("--threads", type=int, default=2, help="torch threads for the reader")
