@@ -52,3 +52,22 @@ def up_failure(trace: str, ts: float, step_id: str = "up") -> StepRecord:
         scratchpad="strict=0.2 looked too low on the date format",
         ts=ts,
     )
+
+
+# the incident fixture's joint answer: down a bystander, up the root (its strict too low)
+ROOT_UP_REFLECTIONS = [
+    {
+        "agent": "down",
+        "error_type": "logic",
+        "root_cause": "summary: noise",
+        "correction": "Keep length",
+        "action": None,
+    },
+    {
+        "agent": "up",
+        "error_type": "format",
+        "root_cause": "date format: strict too low",
+        "correction": "Increase strict",
+        "action": ("strict", "increase"),
+    },
+]

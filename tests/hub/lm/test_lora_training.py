@@ -8,6 +8,7 @@ from rrsi.errors import SchemaError
 from rrsi.hub.lm.data import Example
 from rrsi.hub.lm.lora_training import TrainConfig, train_lora
 from rrsi.schema import validate
+from tests.helpers import ROOT_UP_REFLECTIONS
 
 
 def test_config_errors_name_the_field():
@@ -23,22 +24,7 @@ def test_config_errors_name_the_field():
 
 def _example(incident):
     inc, _ = incident
-    reflections = [
-        {
-            "agent": "down",
-            "error_type": "logic",
-            "root_cause": "summary: noise",
-            "correction": "Keep length",
-            "action": None,
-        },
-        {
-            "agent": "up",
-            "error_type": "format",
-            "root_cause": "date format: strict too low",
-            "correction": "Increase strict",
-            "action": ("strict", "increase"),
-        },
-    ]
+    reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
     return Example(inc, "up", reflections, "user")
 
 

@@ -8,6 +8,7 @@ from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
 from rrsi.hub.lm.lm_reflector import parse_output
 from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.hub.lm.template import render_values
+from tests.helpers import ROOT_UP_REFLECTIONS
 
 
 @pytest.fixture(scope="module")
@@ -137,22 +138,7 @@ def test_the_answer_restates_the_votes_then_acts_then_explains_and_names_the_roo
 
     inc, registry = incident
     prep = prepare(inc, registry)
-    reflections = [
-        {
-            "agent": "down",
-            "error_type": "logic",
-            "root_cause": "summary: noise",
-            "correction": "Keep length",
-            "action": None,
-        },
-        {
-            "agent": "up",
-            "error_type": "format",
-            "root_cause": "date format: strict too low",
-            "correction": "Increase strict",
-            "action": ("strict", "increase"),
-        },
-    ]
+    reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
     ids, _ = SegmentCodec(tokenizer).target(prep.segments, render_values(prep.views, "up", reflections))
     text = tokenizer.decode(ids)
     assert text.index('"evidence": "strict increase 3 of 3, too few"') < text.index('"actions": [{"param": "strict"')
