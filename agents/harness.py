@@ -30,7 +30,7 @@ from rrsi.config import HarnessConfig, HubConfig, default_home
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import RRSIError, SchemaError
 from rrsi.heap import settle_actor_heap
-from rrsi.schema import AgentSpec, StepRecord, Summary, TraceOutcome, validate
+from rrsi.schema import AgentSpec, ReplayPair, StepRecord, Summary, TraceOutcome, validate
 
 __all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
 
@@ -96,7 +96,8 @@ class AgentHarness:
         self.config = config or HarnessConfig()
         self.candidate: tuple[int, dict[str, float], float] | None = None
         self._params_lock = threading.Lock()  # run() reads params while the hub's calls install them
-        self.recent: deque[tuple[Task, bool]] = deque(maxlen=self.config.replay_buffer)
+        # (task, failed, confidence) as the incumbent served it: what a shadow replay compares against
+        self.recent: deque[tuple[Task, bool, float | None]] = deque(maxlen=self.config.replay_buffer)
         # the seed's own loop reflects on these; bounded, since under the hub nothing ever consumes them
         self.failures: deque[StepRecord] = deque(maxlen=self.config.failures_kept)
         self.shipper = self._shipper() if hub is not None and sink is None else None
@@ -156,7 +157,7 @@ class AgentHarness:
         )
         self._ship(record)
         if version == self.params.version:
-            self.recent.append((task, result.error_code is not None))
+            self.recent.append((task, result.error_code is not None, result.confidence))
         return StepOutcome(step_id=step_id, output=result.output, error_code=result.error_code, truth=result.truth)
 
     def _ship(self, record: StepRecord) -> None:
@@ -197,15 +198,19 @@ class AgentHarness:
             self.candidate = (version, self.params.validate(values), share)
 
     @ray.method(concurrency_group="control")
-    def shadow_replay(self, values: dict[str, float], n: int) -> list[tuple[bool, bool]]:
-        """Run up to ``n`` recent tasks again with ``values``; (incumbent failed, candidate failed) per task.
+    def shadow_replay(self, values: dict[str, float], n: int) -> list[ReplayPair]:
+        """Run up to ``n`` recent tasks again with ``values``: how the incumbent did and how ``values`` do, per task.
 
         Nothing is recorded or shipped: a shadow run only informs the hub's promotion test. Use it
         with executors whose calls have no side effects (the simulator's are pure functions of the
         task and the params).
         """
         values = self.params.validate(values)
-        return [(failed, self.executor(task, values).error_code is not None) for task, failed in list(self.recent)[-n:]]
+        pairs = []
+        for task, failed, confidence in list(self.recent)[-n:]:
+            result = self.executor(task, values)
+            pairs.append(ReplayPair(failed, result.error_code is not None, confidence, result.confidence))
+        return pairs
 
     @ray.method(concurrency_group="control")
     def rollback(self, version: int) -> int:

@@ -53,6 +53,7 @@ class RoundResult(BaseModel):
     attribution_top1: float | None
     attribution_model: str | None
     baseline_top1: float | None = None
+    attribution_scored: int = 0  # failed traces the two top-1s were scored on
     reflections: dict[str, int] = Field(default_factory=dict)
     drift: dict[str, float]
     retrained: bool = False
@@ -64,9 +65,11 @@ class ModeResult(BaseModel):
     final: dict[str, Any] = Field(default_factory=dict)
 
 
-def _mean(values: list[float | None]) -> float | None:
-    known = [v for v in values if v is not None]
-    return sum(known) / len(known) if known else None
+def _pooled(rounds: list[RoundResult], field: str) -> float | None:
+    """A top-1 over every scored trace of the run (each round weighted by the traces it scored, not equally)."""
+    known = [(getattr(r, field), r.attribution_scored) for r in rounds if getattr(r, field) is not None]
+    total = sum(n for _, n in known)
+    return sum(v * n for v, n in known) / total if total else None
 
 
 def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
@@ -80,9 +83,10 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "updates_blocked": sum(r.updates["blocked"] for r in mode.rounds),
         "updates_rolled_back": sum(r.updates["rolled_back"] for r in mode.rounds),
         "spurious_updates": sum(r.spurious_updates for r in mode.rounds),
-        "attribution_top1": _mean([r.attribution_top1 for r in mode.rounds]),
+        "attribution_top1": _pooled(mode.rounds, "attribution_top1"),
         "attribution_model": last.attribution_model,
-        "baseline_top1": _mean([r.baseline_top1 for r in mode.rounds]),
+        "baseline_top1": _pooled(mode.rounds, "baseline_top1"),
+        "attribution_scored": sum(r.attribution_scored for r in mode.rounds),
         "reflections": {
             b: sum(r.reflections.get(b, 0) for r in mode.rounds)
             for b in sorted({b for r in mode.rounds for b in r.reflections})
@@ -217,6 +221,7 @@ class PipelineRun:
             attribution_top1=sum(hits) / len(hits) if hits else None,
             attribution_model=self.attribution_model,
             baseline_top1=self._baseline_top1(scored, truths),
+            attribution_scored=len(scored),
             reflections=self.reflections,
             drift=dict(zip(names, drifts)),
             retrained=self.retrained,

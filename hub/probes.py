@@ -32,7 +32,7 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
-from rrsi.hub.shadow import SILENT, SILENT_SHARE, shadow_blind, shadow_verdict
+from rrsi.hub.shadow import SILENT, SILENT_SHARE, compare, shadow_blind, shadow_verdict
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
 __all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
@@ -171,7 +171,8 @@ class Prober:
         self.lifecycle.store.put_plan(plan)
         pairs = self.lifecycle.harnesses.shadow_replay(plan, self.config.shadow_tasks)
         _, verdict = shadow_verdict(pairs, self.config)
-        return verdict.incumbent[1] - verdict.candidate[1], plan, verdict, shadow_blind(pairs, self.config)
+        better, worse = compare(pairs)
+        return better - worse, plan, verdict, shadow_blind(pairs, self.config)
 
     def _last_way(self, agent: str, param: str) -> float:
         """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted, else the other (+1 first)."""

@@ -1,49 +1,73 @@
 """Shadow validation: the same recent tasks run again with the candidate, nothing served.
 
-On the discordant pairs (b: only the incumbent failed, c: only the candidate failed) the sign
-test p = P(X ≥ b | X ~ Bin(b + c, ½)); the candidate is promoted when p < α with at least
-``canary_min_sample`` replayed tasks and its gain (b − c)/n exceeds ``canary_margin``, and
-rolled back otherwise.
+Each replayed task is compared on what its step shows: a visible failure is worse than a
+success; between two successes (or two failures) that both report a confidence, the less
+confident one is worse — the one sign a silent defect gives in its own step. On the discordant
+tasks (b: the candidate did better, c: it did worse) the sign test p = P(X ≥ b | X ~ Bin(b + c, ½));
+the candidate is promoted when p < α with at least ``canary_min_sample`` replayed tasks and its
+gain (b − c)/n exceeds ``canary_margin``, and rolled back otherwise.
 
 A replay only sees what the agent's own step shows. When the evidence behind a plan is silent
 (``objective["silent"]``: the share of its agents' blamed records with no error code, ≥ ½) and
-the replay is *blind* — so few discordant pairs d that even d fixed of d would not reach α,
-P(X ≥ d | Bin(d, ½)) = 2⁻ᵈ ≥ α — the lifecycle judges the plan on live traffic instead, by the
-traces it serves (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate`).
+the replay is *blind* — so few discordant tasks d that even d better of d would not reach α,
+P(X ≥ d | Bin(d, ½)) = 2⁻ᵈ ≥ α (no failure changed, and no confidence to read) — the lifecycle
+judges the plan on live traffic instead, by the traces it serves
+(:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate`).
 """
 
 from __future__ import annotations
 
 from rrsi.config import HubConfig
 from rrsi.hub.canary import Decision
-from rrsi.schema import CanaryVerdict
+from rrsi.schema import CanaryVerdict, ReplayPair
 from rrsi.stats import sign_test
 
-__all__ = ["SILENT", "SILENT_SHARE", "shadow_blind", "shadow_verdict"]
+__all__ = ["SILENT", "SILENT_SHARE", "compare", "shadow_blind", "shadow_verdict"]
 
 SILENT = "silent"  # the objective term: share of the plan's evidence with no error code
 SILENT_SHARE = 0.5  # from this share on, a plan's evidence is silent
 
 
-def shadow_blind(pairs: list[tuple[bool, bool]], config: HubConfig) -> bool:
-    """Whether no outcome of this replay's discordant pairs could reach ``canary_alpha`` (see the module docstring)."""
-    d = sum(1 for i, c in pairs if i != c)
+def _better(pair: ReplayPair) -> int:
+    """+1 when the candidate did better on this task, −1 worse, 0 the same (see the module docstring)."""
+    if pair.incumbent_failed != pair.candidate_failed:
+        return 1 if pair.incumbent_failed else -1
+    ci, cc = pair.incumbent_confidence, pair.candidate_confidence
+    if ci is None or cc is None or cc == ci:
+        return 0
+    return 1 if cc > ci else -1
+
+
+def compare(pairs: list[ReplayPair]) -> tuple[int, int]:
+    """(b, c): the replayed tasks on which the candidate did better and worse than the incumbent."""
+    signs = [_better(ReplayPair(*p)) for p in pairs]
+    return signs.count(1), signs.count(-1)
+
+
+def shadow_blind(pairs: list[ReplayPair], config: HubConfig) -> bool:
+    """Whether no outcome of this replay's discordant tasks could reach ``canary_alpha`` (see the module docstring)."""
+    d = sum(compare(pairs))
     return sign_test(d, d) >= config.canary_alpha
 
 
-def shadow_verdict(pairs: list[tuple[bool, bool]], config: HubConfig) -> tuple[Decision, CanaryVerdict]:
-    """Decide on a shadow replay; each pair is (incumbent failed, candidate failed) on one task."""
+def shadow_verdict(pairs: list[ReplayPair], config: HubConfig) -> tuple[Decision, CanaryVerdict]:
+    """Decide on a shadow replay of ``pairs``, one per task (see the module docstring)."""
+    pairs = [ReplayPair(*p) for p in pairs]
     n = len(pairs)
-    b = sum(1 for i, c in pairs if i and not c)
-    c = sum(1 for i, c in pairs if c and not i)
+    b, c = compare(pairs)
     p = sign_test(b, b + c) if b + c else 1.0
     gain = (b - c) / n if n else 0.0
     ok = n >= config.canary_min_sample and p < config.canary_alpha and gain > config.canary_margin
-    reason = f"shadow replay of {n} tasks: {b} fixed, {c} broken, p = {p:.3g}, gain {gain:.3f}"
+    fixed = sum(1 for x in pairs if x.incumbent_failed and not x.candidate_failed)
+    broken = sum(1 for x in pairs if x.candidate_failed and not x.incumbent_failed)
+    reason = (
+        f"shadow replay of {n} tasks: {fixed} fixed, {broken} broken; better on {b}, worse on {c} "
+        f"(confidences read), p = {p:.3g}, gain {gain:.3f}"
+    )
     verdict = CanaryVerdict(
         share=0.0,
-        candidate=(n, sum(1 for _, c_ in pairs if c_)),
-        incumbent=(n, sum(1 for i, _ in pairs if i)),
+        candidate=(n, sum(1 for x in pairs if x.candidate_failed)),
+        incumbent=(n, sum(1 for x in pairs if x.incumbent_failed)),
         p_value=p,
         promoted=ok,
         reason=reason,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import math
 import time
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, field_validator, model_validator
 
@@ -51,6 +51,7 @@ __all__ = [
     "AgentUpdate",
     "GateDecision",
     "CanaryVerdict",
+    "ReplayPair",
     "UpdatePlan",
     "PLAN_TRANSITIONS",
     "validate",
@@ -301,6 +302,18 @@ class CanaryVerdict(_Model):
     p_value: float | None = None
     promoted: bool
     reason: str
+
+
+class ReplayPair(NamedTuple):
+    """One recent task run again in shadow: how the incumbent did (when it served it) and how the candidate does.
+
+    A confidence is the step's own (``StepRecord.confidence``), ``None`` where the executor reports none.
+    """
+
+    incumbent_failed: bool
+    candidate_failed: bool
+    incumbent_confidence: float | None = None
+    candidate_confidence: float | None = None
 
 
 PlanState = Literal["proposed", "canary", "promoted", "rolled_back", "blocked"]

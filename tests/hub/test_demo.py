@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rrsi.config import HubConfig
-from rrsi.hub.demo import run_demo
+from rrsi.hub.demo import ModeResult, RoundResult, _summarize, run_demo
 from rrsi.scenario import bundled_scenario, parse_scenario
 from tests.sim.test_simulated import DIAMOND, expected_failure_rate
 
@@ -49,3 +49,30 @@ def test_bundled_scenario_hub_halves_failures_without_bystander_drift(ray_module
     assert final["reduction"] >= 0.5, final
     assert final["max_drift_non_root"] <= 0.05, final
     assert final["spurious_updates"] == 0
+
+
+def _round(i: int, top1: float | None, baseline: float | None, scored: int) -> RoundResult:
+    return RoundResult(
+        round=i,
+        failure_rate=0.1,
+        per_agent={},
+        updates={"applied": 0, "blocked": 0, "rolled_back": 0},
+        updated_agents=[],
+        spurious_updates=0,
+        root_causes=[],
+        attribution_top1=top1,
+        attribution_model="gnn",
+        baseline_top1=baseline,
+        attribution_scored=scored,
+        drift={},
+    )
+
+
+def test_a_runs_top1_is_pooled_over_the_traces_scored_not_averaged_over_rounds():
+    # 40 traces at 0.9 (baseline 0.2), then a round of 2 at 0.5 (baseline 1.0), then one with nothing scored
+    mode = ModeResult(mode="hub", rounds=[_round(1, 0.9, 0.2, 40), _round(2, 0.5, 1.0, 2), _round(3, None, None, 0)])
+    final = _summarize(mode, planted=[])
+    assert math.isclose(final["attribution_top1"], (36 + 1) / 42)
+    assert math.isclose(final["baseline_top1"], (8 + 2) / 42)
+    assert final["attribution_scored"] == 42
+    assert _summarize(ModeResult(mode="hub", rounds=[_round(1, None, None, 0)]), [])["attribution_top1"] is None

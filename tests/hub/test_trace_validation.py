@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import ray
 
+from rrsi.agents.executor import ExecutionResult, Task
+from rrsi.agents.harness import AgentHarness
 from rrsi.cli.main import main
 from rrsi.config import HubConfig
 from rrsi.hub.incident_pipeline import silent_share
-from rrsi.hub.shadow import shadow_blind
-from rrsi.schema import TraceOutcome
+from rrsi.hub.shadow import compare, shadow_blind, shadow_verdict
+from rrsi.schema import AgentSpec, ParamSpec, ReplayPair, TraceOutcome
 from rrsi.store import Store
 from tests.helpers import step
 
@@ -70,3 +72,46 @@ def test_the_demo_refuses_a_canary_share_outside_0_1_naming_it(tmp_path, capsys)
     assert main(["demo", "--scenario", "silent-relay", "--canary-share", "1.5", "--workdir", str(tmp_path / "w")]) == 2
     assert "canary_share" in capsys.readouterr().err
     assert not ray.is_initialized() and not (tmp_path / "w").exists()
+
+
+def test_a_replay_reads_confidences_where_no_failure_changed():
+    config = HubConfig(canary_min_sample=50, canary_alpha=0.05, canary_margin=0.02)
+    # a silent defect the candidate removes on 20 of 100 tasks: no step fails either way, only the
+    # confidence of those tasks rises
+    same = [ReplayPair(False, False, 0.8, 0.8)] * 80
+    lifted = [ReplayPair(False, False, 0.3, 0.85)] * 20
+    assert not shadow_blind(same + lifted, config)
+    assert compare(same + lifted) == (20, 0)
+    decision, verdict = shadow_verdict(same + lifted, config)
+    assert decision == "promote" and "better on 20, worse on 0" in verdict.reason
+    # the same lift beside as many drops is no evidence, and a drop alone is a rollback
+    dropped = [ReplayPair(False, False, 0.85, 0.3)] * 20
+    assert shadow_verdict(same + lifted + dropped, config)[0] == "rollback"
+    assert compare(same + dropped) == (0, 20)
+    # a visible failure outranks any confidence: fixed with less confidence is still better
+    assert compare([ReplayPair(True, False, 0.9, 0.1), ReplayPair(False, True, 0.1, 0.9)]) == (1, 1)
+    # without a confidence on either side only failures count, as before
+    one_sided = [ReplayPair(False, False, None, 0.9)] * 100 + [ReplayPair(False, False, 0.2, None)] * 100
+    assert shadow_blind(one_sided, config)
+
+
+def test_the_harness_replays_with_the_confidence_it_served():
+    spec = AgentSpec(
+        name="scorer",
+        params=[ParamSpec(name="bar", low=0.0, high=1.0, init=0.2, risk="low", error_code="SCORE_BAR_001")],
+    )
+
+    def executor(task, params):  # a silent defect on every second task while bar is low
+        defect = int(task.task_id.split("-")[1]) % 2 == 0 and params["bar"] < 0.5
+        return ExecutionResult(output={"ok": True}, scratchpad="scored", confidence=0.3 if defect else 0.9)
+
+    harness = AgentHarness(spec, executor, [])
+    for i in range(6):
+        harness.run(Task(task_id=f"t-{i}", trace_id=f"tr-{i}"))
+    pairs = harness.shadow_replay({"bar": 0.7}, 4)
+    assert [tuple(p) for p in pairs] == [
+        (False, False, 0.3, 0.9),
+        (False, False, 0.9, 0.9),
+        (False, False, 0.3, 0.9),
+        (False, False, 0.9, 0.9),
+    ]
