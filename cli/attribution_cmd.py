@@ -103,8 +103,11 @@ def _train_log_model(args: argparse.Namespace) -> int:
     logs, errors = load_whowhen_dir(args.whowhen)
     for e in errors:
         console.print(f"[yellow]skipped[/yellow] {e}")
-    embedder = log_training.log_embedder()
-    model = log_training.train_log_model(logs, embedder, seed=args.seed, trained_on=f"Who&When logs in {args.whowhen}")
+    grid = log_training.config_grid(args.embedding)
+    embedder = log_training.log_embedder(grid[0])
+    model = log_training.train_log_model(
+        logs, embedder, grid, seed=args.seed, trained_on=f"Who&When logs in {args.whowhen}"
+    )
     out = model.save(args.out or log_training.default_log_model_path())
     console.print(f"real-log model: {model.trained_on}; saved to {out}")
     return 0
@@ -192,7 +195,7 @@ def _print_row(row: dict) -> None:
 
 
 def _log_model_rows(items: list, model, fmt: str) -> list[dict]:
-    embedder = log_training.log_embedder(model.config.max_tokens)
+    embedder = log_training.log_embedder(model.config)
     rows = []
     for label, trace, names, task in items:
         try:
@@ -247,6 +250,7 @@ def run_eval_whowhen(args: argparse.Namespace) -> int:
         on_fold=lambda k: console.print(f"[dim]fold {k + 1}/{args.folds} done[/dim]"),
         gnn_config=lazy.gnn.GNNConfig(text=args.text) if args.gnn else None,
         transfer=args.transfer,
+        embedding=args.embedding,
     )
     title = f"Who&When: {result['logs']} logs, nested {args.folds}-fold CV, no ground truth (mean ± std over folds)"
     table = Table(title=title)
@@ -298,6 +302,13 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "--text", action=argparse.BooleanOptionalAction, default=False, help="read step texts (default: off)"
     )
     train.add_argument("--seed", type=int, default=0)
+    train.add_argument(
+        "--embedding",
+        choices=["static", "contextual"],
+        default="static",
+        help="how the real-log model embeds messages: MiniLM's word-piece vectors averaged (default, ~2 ms a log) "
+        "or the MiniLM transformer (~1 s a log on 2 cores)",
+    )
     train.set_defaults(func=run_train_attribution)
 
 
@@ -329,6 +340,13 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
         "--transfer", action=argparse.BooleanOptionalAction, default=True, help="score the rewritten logs too"
     )
     whowhen.add_argument("--json", help="write the per-fold results here")
+    whowhen.add_argument(
+        "--embedding",
+        choices=["static", "contextual"],
+        default="static",
+        help="how the real-log model embeds messages: MiniLM's word-piece vectors averaged (default, ~2 ms a log) "
+        "or the MiniLM transformer (~1 s a log on 2 cores)",
+    )
     whowhen.set_defaults(func=run_eval_whowhen)
     synthetic = kinds.add_parser(
         "synthetic", help="root-agent top-1 of the GNN and most-upstream on scenario incidents"

@@ -15,13 +15,14 @@ import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
 from rrsi.config import default_home
 from rrsi.errors import RuntimeFailure, UserError
 
-__all__ = ["EMBED_DIM", "MODEL_TOKENS", "Embedder", "default_cache_dir", "default_embedder"]
+__all__ = ["EMBED_DIM", "MODEL_TOKENS", "TextEmbedder", "Embedder", "default_cache_dir", "default_embedder"]
 
 EMBED_DIM = 384
 MODEL_TOKENS = 256
@@ -47,6 +48,15 @@ def _model():
             except (ImportError, OSError) as exc:
                 raise RuntimeFailure(f"embedding: cannot load the bundled MiniLM-L6 model ({exc})") from None
         return _MODEL
+
+
+class TextEmbedder(Protocol):
+    """What the real-log features read text with: :class:`Embedder` or
+    :class:`~rrsi.graph.static_embedding.StaticEmbedder`."""
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """``len(texts)`` strings → ``[len(texts), 384]`` float32 unit vectors."""
+        ...
 
 
 class Embedder:

@@ -21,12 +21,12 @@ from pathlib import Path
 
 import numpy as np
 
-from rrsi.graph.embedding import Embedder
+from rrsi.graph.embedding import TextEmbedder
 from rrsi.graph.gnn import GNNConfig
 from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
 from rrsi.graph.log_features import log_features
 from rrsi.graph.log_model import LogAttributionModel
-from rrsi.graph.log_training import kfold, log_embedder, train_log_model
+from rrsi.graph.log_training import config_grid, kfold, log_embedder, train_log_model
 from rrsi.graph.log_transfer import rewrite_dir
 from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
 
@@ -140,7 +140,7 @@ def _index(step_id: str) -> int:
 
 
 def log_model_predictions(
-    model: LogAttributionModel, logs: Sequence[WhoWhenLog], embedder: Embedder | None
+    model: LogAttributionModel, logs: Sequence[WhoWhenLog], embedder: TextEmbedder | None
 ) -> list[Prediction]:
     """The real-log model's blamed agent (original name) and step for each log."""
     out = []
@@ -164,10 +164,17 @@ class _Fold:
     test: list[WhoWhenLog]
     transfer: list[WhoWhenLog]
 
+    @classmethod
+    def of(cls, logs: Sequence[WhoWhenLog], test_idx: np.ndarray, rewritten: dict[str, WhoWhenLog]) -> _Fold:
+        held = set(test_idx.tolist())
+        test = [logs[i] for i in test_idx]
+        train = [log for i, log in enumerate(logs) if i not in held]
+        return cls(train, test, [rewritten[log.name] for log in test if log.name in rewritten])
 
-def _score_fold(scores: dict[str, MethodScores], fold: _Fold, seed: int, embedder, gnn: GNNConfig | None) -> None:
+
+def _score_fold(scores: dict[str, MethodScores], fold: _Fold, seed: int, embedder, gnn: GNNConfig | None, grid) -> None:
     """Add one fold to ``scores``: the real-log model (inner CV on ``train``), optionally the GNN, the baselines."""
-    model = train_log_model(fold.train, embedder, seed=seed)
+    model = train_log_model(fold.train, embedder, grid, seed=seed)
     scores.setdefault("log_model", MethodScores()).add(fold.test, log_model_predictions(model, fold.test, embedder))
     if fold.transfer:
         transfer = log_model_predictions(model, fold.transfer, embedder)
@@ -197,10 +204,11 @@ def evaluate_whowhen(
     directory: str | Path,
     folds: int = 5,
     seed: int = 0,
-    embedder: Embedder | None = None,
+    embedder: TextEmbedder | None = None,
     on_fold: Callable[[int], None] | None = None,
     gnn_config: GNNConfig | None = None,
     transfer: bool = True,
+    embedding: str = "static",
 ) -> dict:
     """Nested k-fold cross-validation of the real-log model (and the GNN when ``gnn_config`` is
     given) beside the baselines on the annotated logs of ``directory``; with ``transfer``, the
@@ -211,18 +219,12 @@ def evaluate_whowhen(
         "per_fold": {name: {metric: [accuracy per fold]}}}``.
     """
     logs, skipped = _annotated(directory)
-    embedder = embedder or log_embedder()
+    grid = config_grid(embedding)
+    embedder = embedder or log_embedder(grid[0])
     rewritten = _rewritten(directory, seed) if transfer else {}
     scores: dict[str, MethodScores] = {}
     for k, test_idx in enumerate(kfold(len(logs), folds, seed)):
-        held = set(test_idx.tolist())
-        test = [logs[i] for i in test_idx]
-        fold = _Fold(
-            [log for i, log in enumerate(logs) if i not in held],
-            test,
-            [rewritten[log.name] for log in test if log.name in rewritten],
-        )
-        _score_fold(scores, fold, seed, embedder, gnn_config)
+        _score_fold(scores, _Fold.of(logs, test_idx, rewritten), seed, embedder, gnn_config, grid)
         if on_fold is not None:
             on_fold(k)
     return {

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rrsi.schema import ERROR_TYPES, StepRecord, Trace
+from rrsi.traces.agent_names import is_context_step
 
 __all__ = ["STEP_FEATURES", "AGENT_FEATURES", "TraceFeatures", "trace_features", "own_failure_rates"]
 
@@ -292,10 +293,17 @@ def _edges(steps: list[StepRecord], step_index: dict[str, int], author: np.ndarr
     return parent_edges, agent_edges
 
 
-def _candidates(step_x: np.ndarray, author: np.ndarray, n_agents: int) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate root steps (the failed ones; all of them if none failed) and their agents."""
-    failed = step_x[:, 0] > 0
-    step_cand = failed if failed.any() else np.ones(len(step_x), dtype=bool)
+def _candidates(
+    step_x: np.ndarray, author: np.ndarray, n_agents: int, blameable: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate root steps (the failed blameable ones; every blameable one if none failed) and their agents.
+
+    Context steps (the user who asked, a root workflow span) are never candidates, unless the
+    trace has nothing else."""
+    if not blameable.any():
+        blameable = np.ones(len(step_x), dtype=bool)
+    failed = (step_x[:, 0] > 0) & blameable
+    step_cand = failed if failed.any() else blameable
     agent_cand = np.zeros(n_agents, dtype=bool)
     agent_cand[author[step_cand]] = True
     return step_cand, agent_cand
@@ -324,7 +332,8 @@ def trace_features(
     author = np.fromiter((agent_index[s.agent] for s in steps), dtype=np.int64, count=n)
     parent_edges, agent_edges = _edges(steps, ctx.step_index, author)
     agent_x = _agent_rows(agents, ctx.own, step_x, agent_edges, history, ctx.first_caller, author, n)
-    step_cand, agent_cand = _candidates(step_x, author, len(agents))
+    blameable = np.fromiter((not is_context_step(s) for s in steps), dtype=bool, count=n)
+    step_cand, agent_cand = _candidates(step_x, author, len(agents), blameable)
     return TraceFeatures(
         [s.step_id for s in steps], agents, step_x, agent_x, parent_edges, agent_edges, author, step_cand, agent_cand
     )

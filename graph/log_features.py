@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rrsi.errors import SchemaError
-from rrsi.graph.embedding import EMBED_DIM, Embedder
+from rrsi.graph.embedding import EMBED_DIM, TextEmbedder
 from rrsi.schema import Trace
 from rrsi.traces.agent_names import is_context_step
 
@@ -85,7 +85,7 @@ class LogFeatures:
     text: np.ndarray
 
 
-def _embed(trace: Trace, task: str, embedder: Embedder | None) -> np.ndarray:
+def _embed(trace: Trace, task: str, embedder: TextEmbedder | None) -> np.ndarray:
     """``[S + 1, 384]``: every step's text and, last, the task's, in one batch (zeros without an embedder)."""
     texts = [s.scratchpad for s in trace.steps] + [task or trace.steps[0].scratchpad]
     if embedder is None:
@@ -130,7 +130,7 @@ def _row(trace: Trace, blame: list[int], k: int, vectors: np.ndarray, speakers: 
     ]
 
 
-def log_features(trace: Trace, task: str = "", embedder: Embedder | None = None) -> LogFeatures:
+def log_features(trace: Trace, task: str = "", embedder: TextEmbedder | None = None) -> LogFeatures:
     """Features of the blameable steps of ``trace``; ``task`` is the question the log answers.
 
     Raises:

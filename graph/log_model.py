@@ -34,7 +34,7 @@ from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogModelConfig", "LogAttributionModel", "StepEvidence", "fit_log_model", "LOG_MODEL_VERSION"]
 
-LOG_MODEL_VERSION = 1
+LOG_MODEL_VERSION = 2  # 2: the config names its embedding; a version-1 file was read with the contextual one
 
 
 class LogModelConfig(_Model):
@@ -45,13 +45,17 @@ class LogModelConfig(_Model):
         l2: ridge strength :math:`\\lambda` (> 0).
         text_dims: principal directions of the step embeddings fed to the model (0 = none).
         agent_rule: ``mass`` (agent with the most step probability) or ``top`` (author of the decisive step).
-        max_tokens: word pieces MiniLM reads per message.
+        embedding: how messages are embedded — ``static`` (MiniLM's word-piece vectors averaged,
+            :mod:`rrsi.graph.static_embedding`; microseconds a message) or ``contextual`` (the MiniLM
+            transformer, :mod:`rrsi.graph.embedding`; tens of milliseconds a message on two cores).
+        max_tokens: word pieces read per message.
     """
 
     l2: float = Field(default=10.0, gt=0.0, le=1e4)
     text_dims: int = Field(default=0, ge=0, le=32)
     agent_rule: Literal["mass", "top"] = "mass"
-    max_tokens: int = Field(default=128, ge=8, le=256)
+    embedding: Literal["static", "contextual"] = "static"
+    max_tokens: int = Field(default=256, ge=8, le=256)
 
 
 @dataclass(frozen=True)
@@ -150,9 +154,13 @@ class LogAttributionModel:
             raise UserError(f"model: no real-log model at {path}; train one with `rrsi train-attribution`") from None
         except (OSError, ValueError, KeyError, json.JSONDecodeError) as exc:
             raise UserError(f"model: {path} is not a real-log attribution model ({exc})") from None
-        if meta.get("version") != LOG_MODEL_VERSION:
-            raise UserError(f"model: {path} has version {meta.get('version')!r}; this code reads {LOG_MODEL_VERSION}")
-        config = validate(LogModelConfig, meta.get("config"), where=f"{path.name}: config")
+        version = meta.get("version")
+        if version not in (1, LOG_MODEL_VERSION):
+            raise UserError(f"model: {path} has version {version!r}; this code reads 1 and {LOG_MODEL_VERSION}")
+        config = meta.get("config")
+        if version == 1 and isinstance(config, dict):
+            config = {"embedding": "contextual", "max_tokens": 128, **config}
+        config = validate(LogModelConfig, config, where=f"{path.name}: config")
         if arrays["weights"].shape != (len(LOG_FEATURES) + config.text_dims,):
             raise UserError(f"model: {path}: weights do not fit {len(LOG_FEATURES)} features + {config.text_dims}")
         return cls(config, **arrays, trained_on=meta.get("trained_on", ""))

@@ -17,13 +17,16 @@ import numpy as np
 
 from rrsi.config import default_home
 from rrsi.errors import UserError
-from rrsi.graph.embedding import Embedder
+from rrsi.graph.embedding import Embedder, TextEmbedder
 from rrsi.graph.log_features import LogFeatures, log_features
 from rrsi.graph.log_model import LogAttributionModel, LogModelConfig, fit_log_model
+from rrsi.graph.static_embedding import StaticEmbedder
 from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
 
 __all__ = [
     "CONFIG_GRID",
+    "EMBEDDINGS",
+    "config_grid",
     "log_examples",
     "kfold",
     "select_config",
@@ -34,12 +37,27 @@ __all__ = [
     "log_embedder",
 ]
 
-CONFIG_GRID: tuple[LogModelConfig, ...] = tuple(
-    LogModelConfig(l2=l2, text_dims=dims, agent_rule=rule)
-    for l2 in (3.0, 10.0, 30.0)
-    for dims in (0, 4)
-    for rule in ("mass", "top")
-)
+EMBEDDINGS = ("static", "contextual")
+_TOKENS = {"static": 256, "contextual": 128}  # the contextual model reads 128 pieces: 2× faster than 256, as accurate
+
+
+def config_grid(embedding: str = "static") -> tuple[LogModelConfig, ...]:
+    """The configs inner cross-validation chooses among, for messages embedded with ``embedding``.
+
+    Raises:
+        UserError: an embedding not in :data:`EMBEDDINGS`.
+    """
+    if embedding not in EMBEDDINGS:
+        raise UserError(f"embedding: expected one of {list(EMBEDDINGS)} (got {embedding!r})")
+    return tuple(
+        LogModelConfig(l2=l2, text_dims=dims, agent_rule=rule, embedding=embedding, max_tokens=_TOKENS[embedding])
+        for l2 in (3.0, 10.0, 30.0)
+        for dims in (0, 4)
+        for rule in ("mass", "top")
+    )
+
+
+CONFIG_GRID: tuple[LogModelConfig, ...] = config_grid()
 Example = tuple[LogFeatures, int]
 
 
@@ -55,12 +73,15 @@ def kfold(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
     return [np.sort(part) for part in np.array_split(order, folds)]
 
 
-def log_embedder(max_tokens: int = LogModelConfig().max_tokens) -> Embedder:
-    """The disk-cached MiniLM embedder the real-log model reads messages with."""
-    return Embedder(max_tokens=max_tokens)
+def log_embedder(config: LogModelConfig | None = None) -> TextEmbedder:
+    """The MiniLM embedder a real-log model of ``config`` reads messages with (default: the default config's)."""
+    config = config or LogModelConfig()
+    if config.embedding == "static":
+        return StaticEmbedder(max_tokens=config.max_tokens)
+    return Embedder(max_tokens=config.max_tokens)
 
 
-def log_examples(logs: Sequence[WhoWhenLog], embedder: Embedder | None) -> tuple[list[Example], list[WhoWhenLog]]:
+def log_examples(logs: Sequence[WhoWhenLog], embedder: TextEmbedder | None) -> tuple[list[Example], list[WhoWhenLog]]:
     """``(features, decisive step among the blameable ones)`` per annotated log, and those logs;
     a log whose annotated step is context (not blameable) cannot teach the model and is left out."""
     examples, kept = [], []
@@ -100,7 +121,7 @@ def select_config(
 
 def train_log_model(
     logs: Sequence[WhoWhenLog],
-    embedder: Embedder | None,
+    embedder: TextEmbedder | None,
     grid: Sequence[LogModelConfig] = CONFIG_GRID,
     seed: int = 0,
     trained_on: str = "",

@@ -5,8 +5,12 @@ import torch
 
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.attribution import AttributionModel, attribute_incident
+from rrsi.graph.features import trace_features
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
+from rrsi.schema import Trace
 from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
+from rrsi.traces.agent_names import CONTEXT_MARK, as_context
+from tests.helpers import step
 
 
 @pytest.fixture
@@ -53,3 +57,21 @@ def test_load_refuses_missing_and_foreign_files(tmp_path):
     torch.save({"version": 99}, tmp_path / "old.pt")
     with pytest.raises(UserError, match="version"):
         AttributionModel.load(tmp_path / "old.pt")
+
+
+def test_context_steps_are_never_candidates_even_when_nothing_failed(model):
+    # a trace failed by its outcome alone: no step failed, so every blameable step is a candidate, the user's not
+    steps = [
+        as_context(step(step_id="ask", agent="user")),
+        step(step_id="plan", agent="planner", parents=["ask"]),
+        step(step_id="act", agent="worker", parents=["plan"]),
+    ]
+    trace = Trace.from_steps(steps).model_copy(update={"outcome": "failure"})
+    feats = trace_features(trace)
+    assert feats.step_candidates.tolist() == [False, True, True]
+    (a,) = model.attribute([trace])
+    assert set(a.step_blame) == {"plan", "act"} and "user" not in a.agent_blame
+    # a failing context step is no candidate either (as_context drops its code; a hand-made one keeps it)
+    failing_user = step(step_id="ask", agent="user", error_code="UP_FAIL_001", intermediate_steps=[CONTEXT_MARK])
+    feats = trace_features(Trace.from_steps([failing_user, steps[1], steps[2]]))
+    assert feats.step_candidates.tolist() == [False, True, True]
