@@ -6,6 +6,14 @@ its adapter exists, looked for again on later passes until it does. With ``lm_wo
 the LM is served by ``reflector:<n>`` Ray actors (:class:`~rrsi.hub.lm.worker.WorkerPool`),
 else in the hub's process. The rule Reflector answers whenever the LM yields nothing valid.
 
+The LM proposes, the evidence disposes: an LM action is kept only when the incident's standing
+evidence for its agent supports its direction by the rule Reflector's own test (the symptom
+votes of the agent's root records for that param, P(X ≥ k | n, ½) < α with n ≥ ``min_evidence``;
+:func:`supported`). An action with no direction in the evidence (opaque symptoms) is a guess and
+is dropped, so the hub probes each way instead (:mod:`rrsi.hub.probes`); one against the votes,
+or on too few of them, is dropped too. An LM reflection left with no action at all while the
+evidence supports one counts as yielding nothing valid.
+
 An LM reflection whose quality composite is below ``quality_threshold`` is held for human
 review; with ``retrain`` on, reflected incidents become retraining samples
 (:mod:`rrsi.hub.lm.retraining`).
@@ -17,7 +25,7 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from rrsi.agents.self_reflection import reflection_context
+from rrsi.agents.self_reflection import reflection_context, symptom_votes
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
@@ -27,9 +35,10 @@ from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
 from rrsi.hub.lm.worker import WorkerPool
 from rrsi.hub.rule_reflector import RuleReflector
 from rrsi.schema import AgentSpec, Attribution, GateDecision, Incident, JointReflection, StepRecord
+from rrsi.stats import sign_test
 from rrsi.store import Store
 
-__all__ = ["Reflector", "Reflectors"]
+__all__ = ["Reflector", "Reflectors", "supported"]
 
 log = logging.getLogger(__name__)
 
@@ -50,6 +59,32 @@ def _lm_modules():
     from rrsi.hub.lm import adapters, lm_reflector
 
     return adapters, lm_reflector
+
+
+def supported(
+    joint: JointReflection,
+    standing: list[StepRecord],
+    specs: dict[str, AgentSpec],
+    registry: ErrorCodeRegistry,
+    config: HubConfig,
+) -> tuple[JointReflection, int]:
+    """``joint`` with only the actions the evidence supports (see the module docstring), and how many it lost."""
+    by_agent: dict[str, list[StepRecord]] = {}
+    for r in standing:
+        by_agent.setdefault(r.agent, []).append(r)
+    reflections, dropped = [], 0
+    for ref in joint.reflections:
+        spec = specs.get(ref.agent)
+        votes = symptom_votes(spec, by_agent.get(ref.agent, []), registry) if spec is not None else {}
+        kept = []
+        for a in ref.actions:
+            v = votes.get(a.param)
+            n = sum(v.values()) if v else 0
+            if n >= config.min_evidence and sign_test(v[a.op], n) < config.alpha:
+                kept.append(a)
+        dropped += len(ref.actions) - len(kept)
+        reflections.append(ref.model_copy(update={"actions": kept}))
+    return joint.model_copy(update={"reflections": reflections}), dropped
 
 
 class Reflectors:
@@ -111,11 +146,16 @@ class Reflectors:
         """The configured Reflector's joint reflection; the rule Reflector stands in for an LM that yields none."""
         args = (incident.incident_id, incident.attribution, standing, specs)
         lm = self.lm_reflector()
+        rule = self.rule.reflect(*args)
         if lm is not None:
             joint = lm.reflect(*args)
             if joint is not None:
-                return joint
-        return self.rule.reflect(*args)
+                joint, dropped = supported(joint, standing, specs, self.registry, self.config)
+                if dropped:
+                    log.info("incident %s: %d LM action(s) the evidence does not support dropped", args[0], dropped)
+                if rule is None or any(r.actions for r in joint.reflections):  # a rule reflection always acts
+                    return joint
+        return rule
 
     def quality_review(
         self, joint: JointReflection, incident: Incident, specs: dict[str, AgentSpec]
