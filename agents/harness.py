@@ -96,8 +96,8 @@ class AgentHarness:
         self.config = config or HarnessConfig()
         self.candidate: tuple[int, dict[str, float], float] | None = None
         self._params_lock = threading.Lock()  # run() reads params while the hub's calls install them
-        # (task, failed, confidence) as the incumbent served it: what a shadow replay compares against
-        self.recent: deque[tuple[Task, bool, float | None]] = deque(maxlen=self.config.replay_buffer)
+        # (task, failed, confidence, version) as the incumbent served it: what a shadow replay compares against
+        self.recent: deque[tuple[Task, bool, float | None, int]] = deque(maxlen=self.config.replay_buffer)
         # the seed's own loop reflects on these; bounded, since under the hub nothing ever consumes them
         self.failures: deque[StepRecord] = deque(maxlen=self.config.failures_kept)
         self.shipper = self._shipper() if hub is not None and sink is None else None
@@ -157,7 +157,7 @@ class AgentHarness:
         )
         self._ship(record)
         if version == self.params.version:
-            self.recent.append((task, result.error_code is not None, result.confidence))
+            self.recent.append((task, result.error_code is not None, result.confidence, version))
         return StepOutcome(step_id=step_id, output=result.output, error_code=result.error_code, truth=result.truth)
 
     def _ship(self, record: StepRecord) -> None:
@@ -201,13 +201,17 @@ class AgentHarness:
     def shadow_replay(self, values: dict[str, float], n: int) -> list[ReplayPair]:
         """Run up to ``n`` recent tasks again with ``values``: how the incumbent did and how ``values`` do, per task.
 
+        Only tasks the current params served count: after a promotion or a rollback the older ones
+        describe another incumbent.
+
         Nothing is recorded or shipped: a shadow run only informs the hub's promotion test. Use it
         with executors whose calls have no side effects (the simulator's are pure functions of the
         task and the params).
         """
         values = self.params.validate(values)
         pairs = []
-        for task, failed, confidence in list(self.recent)[-n:]:
+        served = [(t, f, c) for t, f, c, v in self.recent if v == self.params.version]
+        for task, failed, confidence in served[-n:]:
             result = self.executor(task, values)
             pairs.append(ReplayPair(failed, result.error_code is not None, confidence, result.confidence))
         return pairs

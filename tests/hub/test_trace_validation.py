@@ -115,3 +115,8 @@ def test_the_harness_replays_with_the_confidence_it_served():
         (False, False, 0.3, 0.9),
         (False, False, 0.9, 0.9),
     ]
+    # once other params are promoted, the tasks the old ones served no longer describe the incumbent
+    harness.set_params(1, {"bar": 0.7})
+    assert harness.shadow_replay({"bar": 0.9}, 4) == []
+    harness.run(Task(task_id="t-6", trace_id="tr-6"))
+    assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4)] == [(False, False, 0.9, 0.3)]
