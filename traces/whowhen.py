@@ -96,6 +96,27 @@ def _field(data: dict, key: str, kind: type | tuple[type, ...], where: str) -> A
     return value
 
 
+def _content(entry: dict, i: int) -> str:
+    """A message's text: a string, null, or a list of parts as chat APIs write them (strings, ``{"type": "text",
+    "text": …}``; another part, such as an image, stands as ``[its type]``)."""
+    value = _field(entry, "content", (str, list, type(None)), f"history.{i}.")
+    if not isinstance(value, list):
+        return value or ""
+    parts = []
+    for k, part in enumerate(value):
+        if isinstance(part, str):
+            parts.append(part)
+        elif isinstance(part, dict) and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+        elif isinstance(part, dict) and isinstance(part.get("type"), str):
+            parts.append(f"[{part['type']}]")
+        else:
+            raise SchemaError(
+                f"history.{i}.content.{k}: expected a string or an object with text or type (got {type(part).__name__})"
+            )
+    return "\n".join(parts)
+
+
 def _speaker(entry: dict, i: int) -> tuple[str, str]:
     """``(speaker, action)`` of one message: ``name`` if it has one, else parsed from ``role``."""
     if entry.get("name") is not None:
@@ -111,7 +132,7 @@ def _speaker(entry: dict, i: int) -> tuple[str, str]:
 def _step(trace_id: str, task_id: str, i: int, entry: Any, previous: str, names: AgentNames) -> tuple[StepRecord, str]:
     if not isinstance(entry, dict):
         raise SchemaError(f"history.{i}: expected an object with content and name or role (got {type(entry).__name__})")
-    content = _field(entry, "content", (str, type(None)), f"history.{i}.") or ""
+    content = _content(entry, i)
     who, action = _speaker(entry, i)
     agent = names(who)
     step = StepRecord.model_construct(

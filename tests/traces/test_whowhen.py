@@ -44,6 +44,8 @@ MALFORMED = [
     ({"history": [{"content": "x", "role": "(thought)"}]}, "history.0.role: expected a speaker"),
     ({"history": [{"content": "x", "role": 7}]}, "history.0.role: expected str"),
     ({"history": ["just text"]}, "history.0: expected an object"),
+    ({"history": [{"content": 3, "name": "a"}]}, "history.0.content: expected str or list or NoneType"),
+    ({"history": [{"content": [7], "name": "a"}]}, "history.0.content.0: expected a string or an object"),
     ({"history": [{"content": "x", "name": "   "}]}, "name: an agent name must be a non-blank string"),
     ({"mistake_step": "seven"}, "mistake_step: expected an integer"),
     ({"mistake_step": "9"}, "mistake_step: 9 is outside history"),
@@ -100,6 +102,20 @@ def test_role_only_logs_take_the_speaker_from_the_role(write_json):
     assert [s.agent for s in log.trace.steps] == ["human", "Orchestrator", "Orchestrator", "WebSurfer", "Orchestrator"]
     assert log.actions == ["", "thought", "-> WebSurfer", "", "termination condition"]
     assert log.labels.mistake_agent == "WebSurfer" and log.labels.mistake_step == 3
+
+
+def test_content_given_as_parts_is_read_as_text(write_json):
+    data = _magentic()
+    data["history"][3]["content"] = [
+        {"type": "text", "text": "The tallest tower is the Tokyo Skytree."},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        "Source: the screenshot.",
+    ]
+    data["history"][2]["content"] = None
+    log = load_whowhen(write_json("parts.json", data))
+    text = "The tallest tower is the Tokyo Skytree.\n[image_url]\nSource: the screenshot."
+    assert log.trace.steps[3].scratchpad == text
+    assert log.trace.steps[2].scratchpad == summarize_message("")
 
 
 def test_the_human_who_asked_is_context_never_blameable(write_json):
