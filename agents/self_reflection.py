@@ -19,7 +19,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import Action, AgentSpec, Reflection, ReflectionContext, StepRecord, validate
 from rrsi.stats import sign_test
 
-__all__ = ["symptom_votes", "reflect_on_agent", "reflection_context"]
+__all__ = ["symptom_votes", "evidenced_direction", "reflect_on_agent", "reflection_context"]
 
 
 def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) -> ReflectionContext:
@@ -46,15 +46,24 @@ def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: Erro
     return votes
 
 
+def evidenced_direction(votes: Counter, config: HubConfig) -> tuple[str, int, int] | None:
+    """``(direction, k, n)`` when the ``k`` of ``n`` votes for the leading direction beat chance (see the module
+    docstring), else None."""
+    (direction, k), n = max(votes.items(), key=lambda kv: kv[1]), sum(votes.values())
+    if n < config.min_evidence or sign_test(k, n) >= config.alpha:
+        return None
+    return direction, k, n
+
+
 def reflect_on_agent(
     spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
 ) -> Reflection | None:
     """A validated reflection for ``spec`` from its failing ``records``, or None without evidence."""
     actions, evidence = [], []
     for param, votes in sorted(symptom_votes(spec, records, registry).items()):
-        (direction, k), n = max(votes.items(), key=lambda kv: kv[1]), sum(votes.values())
-        if n < config.min_evidence or sign_test(k, n) >= config.alpha:
+        if (found := evidenced_direction(votes, config)) is None:
             continue
+        direction, k, n = found
         actions.append(Action(agent=spec.name, param=param, op=direction))
         evidence.append((param, direction, k, n))
     if not actions:

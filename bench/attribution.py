@@ -90,16 +90,15 @@ def bench_synthetic(n: int) -> None:
 def _per_log(model, logs, embedder, clear=None) -> tuple[float, float]:
     """Mean seconds to featurize and attribute one log: first as it comes (``clear`` empties the embedder's
     cache before), then again at once (whatever the embedder cached for it reused)."""
-    first = again = 0.0
+    total = [0.0, 0.0]
     for log in logs:
         if clear is not None:
             clear()
         for run in range(2):
             t0 = time.perf_counter()
             model.attribute(log.trace, log_features(log.trace, log.question, embedder))
-            elapsed = time.perf_counter() - t0
-            first, again = (first + elapsed, again) if run == 0 else (first, again + elapsed)
-    return first / len(logs), again / len(logs)
+            total[run] += time.perf_counter() - t0
+    return total[0] / len(logs), total[1] / len(logs)
 
 
 def bench_whowhen(directory: Path, logs_n: int) -> None:

@@ -284,6 +284,16 @@ def run_eval_synthetic(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_embedding(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--embedding",
+        choices=["static", "contextual"],
+        default="static",
+        help="how the real-log model embeds messages: MiniLM's word-piece vectors averaged (default, ~2 ms a log) "
+        "or the MiniLM transformer (~1 s a log on 2 cores)",
+    )
+
+
 def _register_train(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser(
         "train-attribution", help="train the real-log model on Who&When logs, or the GNN on scenario incidents"
@@ -302,13 +312,7 @@ def _register_train(subparsers: argparse._SubParsersAction) -> None:
         "--text", action=argparse.BooleanOptionalAction, default=False, help="read step texts (default: off)"
     )
     train.add_argument("--seed", type=int, default=0)
-    train.add_argument(
-        "--embedding",
-        choices=["static", "contextual"],
-        default="static",
-        help="how the real-log model embeds messages: MiniLM's word-piece vectors averaged (default, ~2 ms a log) "
-        "or the MiniLM transformer (~1 s a log on 2 cores)",
-    )
+    _add_embedding(train)
     train.set_defaults(func=run_train_attribution)
 
 
@@ -340,13 +344,7 @@ def _register_eval(subparsers: argparse._SubParsersAction) -> None:
         "--transfer", action=argparse.BooleanOptionalAction, default=True, help="score the rewritten logs too"
     )
     whowhen.add_argument("--json", help="write the per-fold results here")
-    whowhen.add_argument(
-        "--embedding",
-        choices=["static", "contextual"],
-        default="static",
-        help="how the real-log model embeds messages: MiniLM's word-piece vectors averaged (default, ~2 ms a log) "
-        "or the MiniLM transformer (~1 s a log on 2 cores)",
-    )
+    _add_embedding(whowhen)
     whowhen.set_defaults(func=run_eval_whowhen)
     synthetic = kinds.add_parser(
         "synthetic", help="root-agent top-1 of the GNN and most-upstream on scenario incidents"

@@ -10,7 +10,7 @@ where the contextual model costs tens of milliseconds on two cores. It reads wor
 context not at all: it embeds what a message is about, not what it says about it.
 
 The table (30,522 × 384, float16, 22 MiB) is built on first use in about 10 s on two cores
-and kept under ``<cache_dir>/static-table.npy``; :class:`StaticEmbedder` has the interface of
+and kept under ``<cache_dir>/static-table-v1.npy``; :class:`StaticEmbedder` has the interface of
 :class:`~rrsi.graph.embedding.Embedder` (``embed(texts) → [n, 384]``).
 """
 
@@ -31,6 +31,7 @@ TABLE_VERSION = 1
 _BATCH = 2048
 _LOCK = threading.Lock()
 _TABLE: np.ndarray | None = None  # the process's copy: the same for every cache folder
+_WRITTEN: set[Path] = set()  # the cache folders known to hold it
 
 
 def build_table() -> np.ndarray:
@@ -58,7 +59,8 @@ def _table(path: Path) -> np.ndarray:
     """The table from ``path``, else from this process's copy, else built; ``path`` written if it was missing."""
     global _TABLE
     with _LOCK:
-        if _TABLE is not None and path.exists():
+        if _TABLE is not None and (path in _WRITTEN or path.exists()):
+            _WRITTEN.add(path)
             return _TABLE
         try:
             table = np.load(path).astype(np.float32)
@@ -71,6 +73,7 @@ def _table(path: Path) -> np.ndarray:
             os.replace(tmp, path)
             table = table.astype(np.float16).astype(np.float32)  # as every later read of the file gives it
         _TABLE = table
+        _WRITTEN.add(path)
         return table
 
 
@@ -89,7 +92,6 @@ class StaticEmbedder:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         self.max_tokens = max_tokens
         self.path = self.cache_dir / f"static-table-v{TABLE_VERSION}.npy"
-        self.computed = 0
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         """Embed ``texts``: tokenize them in one call, average their rows, normalize."""
@@ -103,5 +105,4 @@ class StaticEmbedder:
                 vec = table[ids].mean(axis=0)
                 norm = float(np.linalg.norm(vec))
                 out[i] = vec / norm if norm > 0 else vec
-        self.computed += len(texts)
         return out

@@ -25,7 +25,7 @@ import logging
 from pathlib import Path
 from typing import Protocol
 
-from rrsi.agents.self_reflection import reflection_context, symptom_votes
+from rrsi.agents.self_reflection import evidenced_direction, reflection_context, symptom_votes
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
@@ -35,7 +35,6 @@ from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
 from rrsi.hub.lm.worker import WorkerPool
 from rrsi.hub.rule_reflector import RuleReflector
 from rrsi.schema import AgentSpec, Attribution, GateDecision, Incident, JointReflection, StepRecord
-from rrsi.stats import sign_test
 from rrsi.store import Store
 
 __all__ = ["Reflector", "Reflectors", "supported"]
@@ -76,12 +75,8 @@ def supported(
     for ref in joint.reflections:
         spec = specs.get(ref.agent)
         votes = symptom_votes(spec, by_agent.get(ref.agent, []), registry) if spec is not None else {}
-        kept = []
-        for a in ref.actions:
-            v = votes.get(a.param)
-            n = sum(v.values()) if v else 0
-            if n >= config.min_evidence and sign_test(v[a.op], n) < config.alpha:
-                kept.append(a)
+        found = {param: evidenced_direction(v, config) for param, v in votes.items()}
+        kept = [a for a in ref.actions if (f := found.get(a.param)) is not None and f[0] == a.op]
         dropped += len(ref.actions) - len(kept)
         reflections.append(ref.model_copy(update={"actions": kept}))
     return joint.model_copy(update={"reflections": reflections}), dropped
@@ -146,16 +141,16 @@ class Reflectors:
         """The configured Reflector's joint reflection; the rule Reflector stands in for an LM that yields none."""
         args = (incident.incident_id, incident.attribution, standing, specs)
         lm = self.lm_reflector()
-        rule = self.rule.reflect(*args)
-        if lm is not None:
-            joint = lm.reflect(*args)
-            if joint is not None:
-                joint, dropped = supported(joint, standing, specs, self.registry, self.config)
-                if dropped:
-                    log.info("incident %s: %d LM action(s) the evidence does not support dropped", args[0], dropped)
-                if rule is None or any(r.actions for r in joint.reflections):  # a rule reflection always acts
-                    return joint
-        return rule
+        joint = lm.reflect(*args) if lm is not None else None
+        if joint is None:
+            return self.rule.reflect(*args)
+        joint, dropped = supported(joint, standing, specs, self.registry, self.config)
+        if dropped:
+            log.info("incident %s: %d LM action(s) the evidence does not support dropped", args[0], dropped)
+        if any(r.actions for r in joint.reflections):
+            return joint
+        rule = self.rule.reflect(*args)  # a rule reflection always acts
+        return joint if rule is None else rule
 
     def quality_review(
         self, joint: JointReflection, incident: Incident, specs: dict[str, AgentSpec]
