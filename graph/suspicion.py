@@ -1,7 +1,9 @@
 """Blame that looks past the failing steps: low-confidence steps upstream of a failure.
 
-A step is *suspect* when it failed, or when it reports a confidence below
-``LOW_CONFIDENCE`` (the agent, or its validator, gives its own output worse than even odds).
+A step is *suspect* when it failed, or when it reports a confidence below its agent's cut:
+``LOW_CONFIDENCE`` (the agent, or its validator, gives its own output worse than even odds),
+or the cut the evidence of many traces gives that agent
+(:class:`~rrsi.graph.confidence_reference.ConfidenceReference`).
 A silent defect shows no error code; its step looks fine but for its confidence, and so do
 the steps that relay the defect on. In a failing trace the suspects that matter lie on a
 path into a failure: into a failing step, or, in a trace that failed by its outcome alone,
@@ -20,17 +22,25 @@ low-confidence outputs keep preceding downstream failures collects it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rrsi.graph.baselines import sink_steps
 from rrsi.schema import Attribution, StepRecord, Trace
 
-__all__ = ["LOW_CONFIDENCE", "suspect", "upstream_suspects", "with_upstream_suspects"]
+__all__ = ["LOW_CONFIDENCE", "Cut", "suspect", "failure_path", "upstream_suspects", "with_upstream_suspects"]
 
 LOW_CONFIDENCE = 0.5
 
+Cut = Callable[[StepRecord], float]  # step → the confidence below which it is suspect
 
-def suspect(step: StepRecord) -> bool:
-    """Failed, or reports a confidence below :data:`LOW_CONFIDENCE` (an unknown confidence is no evidence)."""
-    return step.failed or (step.confidence is not None and step.confidence < LOW_CONFIDENCE)
+
+def _fixed(step: StepRecord) -> float:
+    return LOW_CONFIDENCE
+
+
+def suspect(step: StepRecord, cut: Cut = _fixed) -> bool:
+    """Failed, or reports a confidence below its cut (an unknown confidence is no evidence)."""
+    return step.failed or (step.confidence is not None and step.confidence < cut(step))
 
 
 def _ancestors(by_id: dict[str, StepRecord], start: list[str]) -> set[str]:
@@ -45,23 +55,29 @@ def _ancestors(by_id: dict[str, StepRecord], start: list[str]) -> set[str]:
     return seen
 
 
-def upstream_suspects(trace: Trace) -> list[StepRecord]:
-    """S(t) of the module docstring, in step order."""
-    by_id = {s.step_id: s for s in trace.steps}
+def failure_path(trace: Trace) -> set[str]:
+    """Ids of the steps on a path into the trace's failure: its failing steps, or, when it failed by its
+    outcome alone, its sinks, and their ancestors."""
     events = trace.failing_steps() or (sink_steps(trace) if trace.outcome == "failure" else [])
-    on_path = _ancestors(by_id, [s.step_id for s in events])
+    return _ancestors({s.step_id: s for s in trace.steps}, [s.step_id for s in events])
+
+
+def upstream_suspects(trace: Trace, cut: Cut = _fixed) -> list[StepRecord]:
+    """S(t) of the module docstring, in step order; ``cut`` gives each step's low-confidence cut."""
+    by_id = {s.step_id: s for s in trace.steps}
+    on_path = failure_path(trace)
     return [
         s
         for s in trace.steps
         if s.step_id in on_path
-        and suspect(s)
-        and not any(suspect(by_id[u]) for u in _ancestors(by_id, s.parents) if u in by_id)
+        and suspect(s, cut)
+        and not any(suspect(by_id[u], cut) for u in _ancestors(by_id, s.parents) if u in by_id)
     ]
 
 
-def with_upstream_suspects(trace: Trace, base: Attribution) -> Attribution:
+def with_upstream_suspects(trace: Trace, base: Attribution, cut: Cut = _fixed) -> Attribution:
     """``base``, unless S(t) holds a step that did not fail: then blame shared by S(t), the first deciding."""
-    suspects = upstream_suspects(trace)
+    suspects = upstream_suspects(trace, cut)
     if all(s.failed for s in suspects):
         return base
     share = 1.0 / len(suspects)

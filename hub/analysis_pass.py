@@ -73,8 +73,8 @@ class AnalysisPass:
         return report
 
     def _pending_traces(self) -> list[Trace]:
-        """The failing traces waiting for analysis (failed by a step or by their reported outcome), their
-        links learned into the dependency graph."""
+        """The traces waiting for analysis (the failing ones failed by a step or by their reported outcome),
+        their links learned into the dependency graph and their confidences into the attribution's cuts."""
         by_trace: dict[str, list[StepRecord]] = {}
         ids = self.intake.take_pending(self.config.trace_settle_s)
         for r in self.store.records(ids):
@@ -88,6 +88,7 @@ class AnalysisPass:
         ]
         for t in traces:
             self.directory.graph.learn(t)
+        self.pipeline.attribute.observe(traces, self.store)
         return traces
 
     def _groups(self, traces: list[Trace]) -> list[list[Trace]]:

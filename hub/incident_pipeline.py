@@ -21,6 +21,7 @@ import time
 
 from rrsi.config import HubConfig
 from rrsi.graph.baselines import blamed_steps, combine, most_upstream
+from rrsi.graph.confidence_reference import ConfidenceReference
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.suspicion import with_upstream_suspects
 from rrsi.hub.analysis import AnalysisReport
@@ -45,12 +46,25 @@ class Attributor:
 
     ``most_upstream`` is the plain baseline; the GNN's attribution is checked against the
     trace's confidences (:func:`~rrsi.graph.suspicion.with_upstream_suspects`), so a silent
-    root upstream of the failing steps takes the blame.
+    root upstream of the failing steps takes the blame. What counts as low is learned per
+    agent from every trace the hub sees (:meth:`observe`,
+    :class:`~rrsi.graph.confidence_reference.ConfidenceReference`).
     """
 
     def __init__(self, config: HubConfig) -> None:
         self.config = config
         self._model = None
+        self.reference = ConfidenceReference(alpha=config.alpha, window=config.max_evidence)
+        self._read_up_to = 0  # the store's last record row read for good traces' confidences
+
+    def observe(self, traces: list[Trace], store: Store) -> None:
+        """Learn the agents' confidence cuts from the failing ``traces`` and the good traces stored since the
+        last call (the baseline reads none)."""
+        if self.config.attribution == "most_upstream":
+            return
+        good, self._read_up_to = store.good_confidences(self._read_up_to)
+        self.reference.observe_good(good)
+        self.reference.observe(traces)
 
     def __call__(self, group: list[Trace]) -> list[Attribution]:
         if self.config.attribution == "most_upstream":
@@ -62,7 +76,8 @@ class Attributor:
 
             self._model = default_attribution_model(self.config.attribution_model)
         return [
-            with_upstream_suspects(t, a) for t, a in zip(group, self._model.attribute(group, own_failure_rates(group)))
+            with_upstream_suspects(t, a, self.reference.threshold)
+            for t, a in zip(group, self._model.attribute(group, own_failure_rates(group)))
         ]
 
 

@@ -12,7 +12,10 @@ votes of the agent's root records for that param, P(X ≥ k | n, ½) < α with n
 :func:`supported`). An action with no direction in the evidence (opaque symptoms) is a guess and
 is dropped, so the hub probes each way instead (:mod:`rrsi.hub.probes`); one against the votes,
 or on too few of them, is dropped too. An LM reflection left with no action at all while the
-evidence supports one counts as yielding nothing valid.
+evidence supports one counts as yielding nothing valid. When the LM names a root agent it does
+not act on while it acts, with support, on the attribution's root, the attribution's root is the
+reflection's root (:func:`acting_root`): the plan is made of the actions, and those localize the
+fault where the attribution does.
 
 An LM reflection whose quality composite is below ``quality_threshold`` is held for human
 review; with ``retrain`` on, reflected incidents become retraining samples
@@ -37,7 +40,7 @@ from rrsi.hub.rule_reflector import RuleReflector
 from rrsi.schema import AgentSpec, Attribution, GateDecision, Incident, JointReflection, StepRecord
 from rrsi.store import Store
 
-__all__ = ["Reflector", "Reflectors", "supported"]
+__all__ = ["Reflector", "Reflectors", "supported", "acting_root"]
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +83,14 @@ def supported(
         dropped += len(ref.actions) - len(kept)
         reflections.append(ref.model_copy(update={"actions": kept}))
     return joint.model_copy(update={"reflections": reflections}), dropped
+
+
+def acting_root(joint: JointReflection, attribution: Attribution) -> JointReflection:
+    """``joint`` rooted at the attribution's root when it acts there but not on the root it names."""
+    acting = {r.agent for r in joint.reflections if r.actions}
+    if joint.root_agent in acting or attribution.root_agent not in acting:
+        return joint
+    return joint.model_copy(update={"root_agent": attribution.root_agent})
 
 
 class Reflectors:
@@ -148,7 +159,7 @@ class Reflectors:
         if dropped:
             log.info("incident %s: %d LM action(s) the evidence does not support dropped", args[0], dropped)
         if any(r.actions for r in joint.reflections):
-            return joint
+            return acting_root(joint, incident.attribution)
         rule = self.rule.reflect(*args)  # a rule reflection always acts
         return joint if rule is None else rule
 

@@ -264,6 +264,20 @@ class Store:
         """Traces with at least one failed step."""
         return {t for (t,) in self._read("SELECT DISTINCT trace_id FROM records WHERE error_code IS NOT NULL")}
 
+    def good_confidences(self, after: int = 0, limit: int = 50_000) -> tuple[list[tuple[str, int, float]], int]:
+        """(agent, params version, confidence) of the latest ``limit`` records stored after row ``after``
+        whose trace has, so far, no failed step and no failed outcome; and the last row read (the next
+        call's ``after``)."""
+        top = self._read("SELECT COALESCE(MAX(rowid), 0) FROM records")[0][0]
+        sql = (
+            "SELECT agent, params_version, json_extract(body, '$.confidence') c FROM records r "
+            "WHERE rowid > ? AND rowid <= ? AND c IS NOT NULL "
+            "AND NOT EXISTS (SELECT 1 FROM records f WHERE f.trace_id = r.trace_id AND f.error_code IS NOT NULL) "
+            "AND NOT EXISTS (SELECT 1 FROM trace_outcomes o WHERE o.trace_id = r.trace_id AND o.ok = 0) "
+            "ORDER BY rowid DESC LIMIT ?"
+        )
+        return [(a, v, float(c)) for a, v, c in self._read(sql, (after, top, limit))], top
+
     def plan(self, plan_id: str) -> UpdatePlan | None:
         rows = self._read("SELECT body FROM plans WHERE plan_id = ?", (plan_id,))
         return UpdatePlan.model_validate_json(rows[0][0]) if rows else None

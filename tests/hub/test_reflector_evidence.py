@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.reflectors import Reflectors, supported
+from rrsi.hub.reflectors import Reflectors, acting_root, supported
 from rrsi.schema import Action, AgentSpec, Attribution, Incident, JointReflection, Reflection
 from rrsi.store import Store
 from tests.helpers import DOWN, UP, step, up_failure
@@ -96,3 +96,19 @@ def test_an_lm_reflection_left_without_support_gives_way_to_the_rule_reflector(t
     # nothing the evidence supports either way: the LM's text stands, without its guessed action
     quiet = _reflectors(tmp_path, _joint(("down", "length", "increase"))).reflect(incident, OPAQUE_DOWN, SPECS)
     assert quiet.backend == "lm" and not any(r.actions for r in quiet.reflections)
+
+
+def test_a_reflection_that_acts_only_on_the_attributions_root_is_rooted_there(tmp_path):
+    incident = _incident()  # the attribution blames up
+    named_elsewhere = _joint(("up", "strict", "increase")).model_copy(update={"root_agent": "down"})
+    assert acting_root(named_elsewhere, incident.attribution).root_agent == "up"
+    reflectors = _reflectors(tmp_path, named_elsewhere)
+    joint = reflectors.reflect(incident, UP_TOO_LOW, SPECS)
+    assert joint.backend == "lm" and joint.root_agent == "up"
+    assert reflectors.quality_review(joint, incident, SPECS) is None  # localized where it acts: not held
+    # acting on the root it names, or not on the attribution's root, the LM's choice stands
+    both = _joint(("down", "length", "increase"), ("up", "strict", "increase"))
+    both = both.model_copy(update={"root_agent": "down"})
+    assert acting_root(both, incident.attribution).root_agent == "down"
+    other = _joint(("down", "length", "increase")).model_copy(update={"root_agent": "up"})
+    assert acting_root(other, incident.attribution).root_agent == "up"
