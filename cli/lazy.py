@@ -23,6 +23,7 @@ __all__ = [
     "rule_reflector",
     "lm_adapters",
     "lm_data",
+    "lm_generated",
     "lm_evaluation",
     "lm_reflector",
     "attribution",
@@ -33,6 +34,7 @@ __all__ = [
     "evaluate",
     "synthetic",
     "attribution_data",
+    "generator",
 ]
 
 
@@ -60,6 +62,7 @@ report = LazyModule("rrsi.hub.report")
 rule_reflector = LazyModule("rrsi.hub.rule_reflector")
 lm_adapters = LazyModule("rrsi.hub.lm.adapters")
 lm_data = LazyModule("rrsi.hub.lm.data")
+lm_generated = LazyModule("rrsi.hub.lm.generated_data")
 lm_evaluation = LazyModule("rrsi.hub.lm.evaluation")
 lm_reflector = LazyModule("rrsi.hub.lm.lm_reflector")
 attribution = LazyModule("rrsi.graph.attribution")
@@ -70,3 +73,4 @@ gnn_training = LazyModule("rrsi.graph.gnn_training")
 evaluate = LazyModule("rrsi.graph.evaluate")
 synthetic = LazyModule("rrsi.sim.synthetic")
 attribution_data = LazyModule("rrsi.sim.attribution_data")
+generator = LazyModule("rrsi.sim.generator")

@@ -8,14 +8,23 @@ from __future__ import annotations
 import argparse
 import sys
 
-from rrsi.cli import attribution_cmd, console_cmd, demo_cmd, hub_cmd, reflector_cmd, report_cmd, tune_cmd
+from rrsi.cli import (
+    attribution_cmd,
+    console_cmd,
+    demo_cmd,
+    hub_cmd,
+    reflector_cmd,
+    report_cmd,
+    scenario_cmd,
+    tune_cmd,
+)
 from rrsi.cli.options import err_console
 from rrsi.errors import RRSIError, UserError
 from rrsi.threads import stop_progress_monitors
 
 __all__ = ["build_parser", "main"]
 
-GROUPS = (demo_cmd, hub_cmd, console_cmd, attribution_cmd, report_cmd, reflector_cmd, tune_cmd)
+GROUPS = (demo_cmd, scenario_cmd, hub_cmd, console_cmd, attribution_cmd, report_cmd, reflector_cmd, tune_cmd)
 
 
 def build_parser() -> argparse.ArgumentParser:

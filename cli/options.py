@@ -112,15 +112,16 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     err_console.print(f"[dim]Ray {where}; dashboard: http://{url}[/dim]")
 
 
-def add_scenario(parser: argparse.ArgumentParser, repeatable: bool = False) -> None:
-    """``--scenario NAME|FILE``: a bundled scenario or a scenario file; :func:`resolve_scenario` reads it."""
+def add_scenario(parser: argparse.ArgumentParser, repeatable: bool = False, default: str = "") -> None:
+    """``--scenario NAME|FILE``: a bundled scenario or a scenario file; :func:`resolve_scenario` reads it.
+    ``default`` says what a repeatable option means when it is not given."""
     names = ", ".join(bundled_names())
     if repeatable:
         parser.add_argument(
             "--scenario",
             action="append",
             metavar="NAME|FILE",
-            help=f"bundled scenario ({names}) or scenario YAML file (repeatable)",
+            help=f"bundled scenario ({names}) or scenario YAML file (repeatable{'; ' + default if default else ''})",
         )
     else:
         parser.add_argument(

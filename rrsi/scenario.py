@@ -27,6 +27,7 @@ __all__ = [
     "Scenario",
     "load_scenario",
     "parse_scenario",
+    "dump_scenario",
     "bundled_scenario",
     "bundled_names",
     "BUNDLED",
@@ -221,6 +222,31 @@ def parse_scenario(data: Any, source: str = "<scenario>") -> Scenario:
     except ScenarioError as exc:
         raise ScenarioError(f"{source}: {exc}") from None
     return scenario
+
+
+def _int_params(agent: dict, kinds: dict[str, str]) -> None:
+    for p in agent["params"]:
+        if kinds[p["name"]] == "int":
+            p.update({k: int(p[k]) for k in ("low", "high", "init", "optimum") if k in p})
+
+
+def dump_scenario(scenario: Scenario) -> str:
+    """The scenario as a scenario file: YAML that :func:`load_scenario` reads back to an equal scenario.
+
+    Keys at their defaults are left out (a scale of high − low too), and the numbers of ``int``
+    params are written as integers.
+    """
+    data = scenario.model_dump(exclude_defaults=True)
+    for agent, doc in zip(scenario.agents, data["agents"]):
+        for p, pdoc in zip(agent.params, doc["params"]):
+            if p.scale == p.high - p.low:
+                pdoc.pop("scale", None)
+        _int_params(doc, {p.name: p.kind for p in agent.params})
+    kinds = {(a.name, p.name): p.kind for a in scenario.agents for p in a.params}
+    for shift in data.get("shifts", []):
+        if kinds[(shift["agent"], shift["param"])] == "int":
+            shift["optimum"] = int(shift["optimum"])
+    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
 def load_scenario(path: str | Path) -> Scenario:

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from rrsi.errors import ScenarioError
-from rrsi.scenario import bundled_scenario, load_scenario, parse_scenario
+from rrsi.scenario import bundled_names, bundled_scenario, dump_scenario, load_scenario, parse_scenario
 
 BASE = {
     "name": "tiny",
@@ -107,3 +107,15 @@ def test_refuses_non_mapping_and_bad_yaml(tmp_path):
         load_scenario(path)
     with pytest.raises(ScenarioError, match="cannot read"):
         load_scenario(tmp_path / "missing.yaml")
+
+
+@pytest.mark.parametrize("name", bundled_names())
+def test_a_dumped_scenario_loads_back_equal(name, tmp_path):
+    scenario = bundled_scenario(name)
+    text = dump_scenario(scenario)
+    (tmp_path / "s.yaml").write_text(text)
+    assert load_scenario(tmp_path / "s.yaml") == scenario
+    data = yaml.safe_load(text)
+    int_params = [p for a in data["agents"] for p in a["params"] if p.get("kind") == "int"]
+    assert all(isinstance(p[k], int) for p in int_params for k in ("low", "high", "init", "optimum"))
+    assert not any("scale" in p or "shared_key" in p for a in data["agents"] for p in a["params"])

@@ -1,0 +1,58 @@
+"""LM Reflector data from generated pipelines: train and held-out pipelines never meet."""
+
+from __future__ import annotations
+
+import pytest
+
+from rrsi.errors import ScenarioError
+from rrsi.hub.lm.generated_data import GENERATED, examples_registry, generated_examples
+from rrsi.hub.lm.prompt import prepare
+from rrsi.scenario import bundled_names, bundled_scenario
+from rrsi.sim.generator import EVAL_SEEDS, generate_scenario
+
+
+def _pipelines(examples) -> set[frozenset[str]]:
+    return {frozenset(e.incident.specs) for e in examples}
+
+
+def test_incidents_of_each_generated_pipeline():
+    examples = generated_examples(3, 2, seed=10, max_tasks=60)
+    assert len(examples) == 6 and {e.source for e in examples} == {GENERATED}
+    expected = [generate_scenario(s) for s in (10, 11, 12)]
+    assert _pipelines(examples) == {frozenset(a.name for a in s.agents) for s in expected}
+    for e in examples:
+        assert e.root_agent in e.incident.specs
+        assert {r["agent"] for r in e.reflections} <= set(e.incident.specs)
+    again = generated_examples(3, 2, seed=10, max_tasks=60)
+    assert [e.reflections for e in again] == [e.reflections for e in examples]
+
+
+def _seeds(examples) -> set[int]:
+    """The pipeline seeds behind the examples (an incident id is ``sim-<seed>-<k>``)."""
+    return {int(e.incident.incident_id.split("-")[1]) for e in examples}
+
+
+def test_held_out_pipelines_are_other_pipelines():
+    train = generated_examples(4, 1, seed=0, max_tasks=40)
+    held_out = generated_examples(4, 1, seed=0, split="eval", max_tasks=40)
+    assert _seeds(train) == {0, 1, 2, 3} and _seeds(held_out) == {EVAL_SEEDS[0] + k for k in range(4)}
+    assert frozenset(a.name for a in generate_scenario(EVAL_SEEDS[0]).agents) in _pipelines(held_out)
+    codes = {p.error_code for e in train + held_out for s in e.incident.specs.values() for p in s.params}
+    bundled = {p.error_code for n in bundled_names() for a in bundled_scenario(n).agents for p in a.params}
+    assert codes and not bundled & codes
+
+
+def test_the_registry_of_the_examples_builds_every_prompt():
+    examples = generated_examples(3, 2, seed=3, max_tasks=60)
+    registry = examples_registry(examples)
+    codes = {p.error_code for e in examples for s in e.incident.specs.values() for p in s.params}
+    assert codes <= {c.code for c in registry}
+    prepared = [prepare(e.incident, registry) for e in examples]
+    assert all(p is not None and f"Incident {e.incident.incident_id}." in p.text for p, e in zip(prepared, examples))
+
+
+def test_a_split_or_seed_outside_the_ranges_is_refused():
+    with pytest.raises(ScenarioError, match="^split:"):
+        generated_examples(1, 1, split="test")
+    with pytest.raises(ScenarioError, match="^seeds:"):
+        generated_examples(2, 1, seed=999_999, split="eval")
