@@ -33,7 +33,7 @@ from collections import deque
 
 import numpy as np
 
-from rrsi.graph.suspicion import LOW_CONFIDENCE, failure_path
+from rrsi.graph.suspicion import LOW_CONFIDENCE, ancestors, failure_path
 from rrsi.schema import StepRecord, Trace
 
 __all__ = ["ConfidenceReference"]
@@ -96,16 +96,8 @@ class ConfidenceReference:
     def _learn_upstream(self, trace: Trace) -> None:
         by_id = {s.step_id: s for s in trace.steps}
         for s in trace.steps:
-            above = self._upstream.setdefault(s.agent, set())
-            stack, seen = list(s.parents), set()
-            while stack:
-                sid = stack.pop()
-                if sid in seen or sid not in by_id:
-                    continue
-                seen.add(sid)
-                if by_id[sid].agent != s.agent:
-                    above.add(by_id[sid].agent)
-                stack += by_id[sid].parents
+            above = {by_id[u].agent for u in ancestors(by_id, s.parents)} - {s.agent}
+            self._upstream.setdefault(s.agent, set()).update(above)
 
     def _sample(self, samples: dict[Key, deque[float]], key: Key) -> deque[float]:
         if key not in samples:

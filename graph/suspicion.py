@@ -27,7 +27,15 @@ from collections.abc import Callable
 from rrsi.graph.baselines import sink_steps
 from rrsi.schema import Attribution, StepRecord, Trace
 
-__all__ = ["LOW_CONFIDENCE", "Cut", "suspect", "failure_path", "upstream_suspects", "with_upstream_suspects"]
+__all__ = [
+    "LOW_CONFIDENCE",
+    "Cut",
+    "suspect",
+    "ancestors",
+    "failure_path",
+    "upstream_suspects",
+    "with_upstream_suspects",
+]
 
 LOW_CONFIDENCE = 0.5
 
@@ -43,7 +51,8 @@ def suspect(step: StepRecord, cut: Cut = _fixed) -> bool:
     return step.failed or (step.confidence is not None and step.confidence < cut(step))
 
 
-def _ancestors(by_id: dict[str, StepRecord], start: list[str]) -> set[str]:
+def ancestors(by_id: dict[str, StepRecord], start: list[str]) -> set[str]:
+    """Ids of the steps ``start`` names and of all their ancestors in ``by_id``."""
     seen: set[str] = set()
     stack = list(start)
     while stack:
@@ -59,7 +68,7 @@ def failure_path(trace: Trace) -> set[str]:
     """Ids of the steps on a path into the trace's failure: its failing steps, or, when it failed by its
     outcome alone, its sinks, and their ancestors."""
     events = trace.failing_steps() or (sink_steps(trace) if trace.outcome == "failure" else [])
-    return _ancestors({s.step_id: s for s in trace.steps}, [s.step_id for s in events])
+    return ancestors({s.step_id: s for s in trace.steps}, [s.step_id for s in events])
 
 
 def upstream_suspects(trace: Trace, cut: Cut = _fixed) -> list[StepRecord]:
@@ -71,7 +80,7 @@ def upstream_suspects(trace: Trace, cut: Cut = _fixed) -> list[StepRecord]:
         for s in trace.steps
         if s.step_id in on_path
         and suspect(s, cut)
-        and not any(suspect(by_id[u], cut) for u in _ancestors(by_id, s.parents) if u in by_id)
+        and not any(suspect(by_id[u], cut) for u in ancestors(by_id, s.parents) if u in by_id)
     ]
 
 
