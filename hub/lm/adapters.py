@@ -23,6 +23,7 @@ from rrsi.hub.lm.template import TEMPLATE_VERSION
 from rrsi.scenario import bundled_scenario
 
 __all__ = [
+    "adapter_base",
     "DEFAULT_ADAPTER",
     "DEFAULT_TRAINING",
     "adapter_dir",
@@ -86,6 +87,29 @@ def has_adapter(path: Path) -> bool:
         return json.loads(info.read_text()).get("template", 1) == TEMPLATE_VERSION
     except (OSError, ValueError):
         return False
+
+
+def adapter_base(adapter: str | Path | None) -> Path | None:
+    """The base model an adapter was trained on, when it says so and that folder is here.
+
+    Read from its ``training.json`` (``config.base``, what ``rrsi train-reflector --base`` wrote),
+    else from peft's ``adapter_config.json`` (``base_model_name_or_path``); None (the bundled base)
+    when neither names a folder that exists.
+    """
+    if adapter is None:
+        return None
+    folder = Path(adapter)
+    candidates = []
+    for name, key in (("training.json", ("config", "base")), ("adapter_config.json", ("base_model_name_or_path",))):
+        try:
+            value = json.loads((folder / name).read_text())
+            for k in key:
+                value = value.get(k) if isinstance(value, dict) else None
+        except (OSError, ValueError):
+            value = None
+        if isinstance(value, str) and value:
+            candidates.append(Path(value))
+    return next((c for c in candidates if (c / "config.json").is_file()), None)
 
 
 def scenario_registry(scenario=None) -> ErrorCodeRegistry:

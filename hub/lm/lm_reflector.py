@@ -27,10 +27,11 @@ import torch
 
 from rrsi.devices import resolve_device
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.errors import SchemaError
-from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
-from rrsi.hub.lm.constrained import ConstrainedDecoder, Decoded
-from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, chat_prompt, prepare
+from rrsi.errors import SchemaError, UserError
+from rrsi.hub.lm.adapters import adapter_base
+from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer, quantize_int8
+from rrsi.hub.lm.constrained import ConstrainedDecoder, Decoded, DecodeOptions
+from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, chat_prefix, chat_prompt, prepare
 from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
 
 __all__ = ["LMReflector", "parse_output", "load_adapted"]
@@ -122,15 +123,24 @@ def load_adapted(
 
     Args:
         precision: ``bf16`` casts the merged weights to bfloat16 (merging happens in the
-            load dtype first); ``auto`` does so where bf16 is native (:func:`bf16_fast`).
+            load dtype first); ``auto`` does so where bf16 is native (:func:`bf16_fast`);
+            ``int8`` quantizes the merged model's linear layers (:func:`quantize_int8`, CPU only;
+            the answers may differ from fp32's).
+
+    Raises:
+        UserError: ``int8`` on a CUDA device or without merging.
     """
     from peft import PeftModel
 
+    if precision == "int8" and (device.startswith("cuda") or not merge):
+        raise UserError(f"precision: int8 needs device='cpu' and merge=True (got device={device!r}, merge={merge})")
     model = load_model(base, device=device)
     if adapter is not None:
         model = PeftModel.from_pretrained(model, str(adapter))
         if merge:
             model = model.merge_and_unload()
+    if precision == "int8":
+        return quantize_int8(model.eval())
     if precision == "bf16" or (precision == "auto" and merge and bf16_fast(device)):
         model = model.to(torch.bfloat16)
     return model.eval()
@@ -142,13 +152,17 @@ class LMReflector:
     Args:
         registry: error codes, for the domain terms of the agents' codes.
         adapter: a LoRA adapter folder (``None``: the base model alone).
-        base: the base model (see :func:`~rrsi.hub.lm.base.base_model_dir`).
+        base: the base model (see :func:`~rrsi.hub.lm.base.base_model_dir`); by default the
+            one the adapter's own config names (:func:`~rrsi.hub.lm.adapters.adapter_base`).
         device: ``auto`` (CUDA when present), ``cpu`` or ``cuda``.
         prompt: prompt limits; must match the ones the adapter was trained with.
         batch_size: incidents decoded together.
         model, tokenizer: an already loaded model and tokenizer (then ``adapter``/``base``
             are not read).
-        precision: ``fp32``, ``bf16`` or ``auto`` (bf16 where it is native: AMX CPUs, CUDA).
+        precision: ``fp32``, ``bf16``, ``auto`` (bf16 where it is native: AMX CPUs, CUDA) or
+            ``int8`` (dynamic int8 linear layers, CPU only; answers may differ from fp32's).
+        decode: the decoder's speedups (:class:`~rrsi.hub.lm.constrained.DecodeOptions`; default
+            all on; none changes the answer).
     """
 
     backend = "lm"
@@ -164,16 +178,19 @@ class LMReflector:
         model=None,
         tokenizer=None,
         precision: str = "auto",
+        decode: DecodeOptions | None = None,
     ) -> None:
         if batch_size < 1:
             raise SchemaError(f"batch_size: must be >= 1 (got {batch_size})")
-        if precision not in ("auto", "fp32", "bf16"):
-            raise SchemaError(f"precision: expected 'auto', 'fp32' or 'bf16' (got {precision!r})")
+        if precision not in ("auto", "fp32", "bf16", "int8"):
+            raise SchemaError(f"precision: expected 'auto', 'fp32', 'bf16' or 'int8' (got {precision!r})")
         self.registry = registry
         self.device = resolve_device(device)
+        base = base if base is not None else adapter_base(adapter)  # served on the base it was trained on
         self.tokenizer = tokenizer or load_tokenizer(base)
         self.model = model if model is not None else load_adapted(adapter, base, self.device, precision=precision)
-        self.decoder = ConstrainedDecoder(self.model, self.tokenizer)
+        prefix = chat_prefix(self.tokenizer)
+        self.decoder = ConstrainedDecoder(self.model, self.tokenizer, prefix=prefix, options=decode)
         self.prompt = prompt or PromptConfig()
         self.batch_size = batch_size
         self.rejected = 0

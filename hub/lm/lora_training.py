@@ -30,9 +30,9 @@ from rrsi.devices import resolve_device
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
-from rrsi.hub.lm.constrained import SegmentCodec
 from rrsi.hub.lm.data import Example, sqrt_frequency_weights
 from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
+from rrsi.hub.lm.segment_codec import SegmentCodec
 from rrsi.hub.lm.template import render_values
 from rrsi.schema import _Model, validate
 

@@ -43,6 +43,7 @@ __all__ = [
     "vote_summary",
     "prompt_text",
     "chat_prompt",
+    "chat_prefix",
 ]
 
 SYSTEM = "You analyse failures of a pipeline of agents and answer with one JSON reflection."
@@ -207,3 +208,9 @@ def chat_prompt(tokenizer, text: str) -> str:
     """``text`` wrapped in the model's chat template, ready for the assistant's answer."""
     messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": text}]
     return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
+
+def chat_prefix(tokenizer) -> str:
+    """The text every :func:`chat_prompt` starts with: the system turn and the user turn's header."""
+    marker = "\x00"
+    return chat_prompt(tokenizer, marker).split(marker, 1)[0]

@@ -35,12 +35,14 @@ def test_no_evidence_gives_none_without_running_the_model(lm, incident):
 
 
 def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
-    """Chunked forced runs over a shared KV cache with padded rows decode exactly what a
-    plain, uncached, one-row, one-decision-at-a-time loop decodes."""
+    """Chunked forced runs over a shared KV cache with padded rows, the cached prompt prefix and
+    verified guesses decode exactly what a plain, uncached, one-row, one-decision-at-a-time
+    loop decodes."""
     import torch
 
-    from rrsi.hub.lm.constrained import ConstrainedDecoder, _Row
-    from rrsi.hub.lm.prompt import chat_prompt
+    from rrsi.hub.lm.constrained import ConstrainedDecoder
+    from rrsi.hub.lm.program_walker import Row
+    from rrsi.hub.lm.prompt import chat_prefix, chat_prompt
     from rrsi.hub.lm.template import Fixed
 
     model, tokenizer = lm
@@ -48,19 +50,20 @@ def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
     quiet = type(inc)("inc-2", inc.attribution, inc.root_records[-1:], inc.specs)
     preps = [prepare(i, registry, PromptConfig(max_tokens=3)) for i in (inc, quiet)]
     prompts = [chat_prompt(tokenizer, p.text) for p in preps]
-    decoder = ConstrainedDecoder(model, tokenizer)
+    decoder = ConstrainedDecoder(model, tokenizer, prefix=chat_prefix(tokenizer))
     batched = decoder.decode(prompts, [p.segments for p in preps])
+    walker = decoder.walker
     for prompt, prep, got in zip(prompts, preps, batched):
-        row = _Row(list(prep.segments))
-        decoder._enter(row, 0)
+        row = Row(list(prep.segments))
+        walker.enter(row, 0)
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         while not row.done:
             if isinstance(row.segments[row.seg], Fixed):
-                decoder._advance(row, decoder.codec.ids(row.segments[row.seg].text)[row.pos], 0.0)
+                walker.advance(row, decoder.codec.ids(row.segments[row.seg].text)[row.pos], 0.0)
                 continue
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor([ids + row.out])).logits[0, -1].float()
-            decoder._advance(row, *decoder._pick(row, logits, decoder._mask(row)))
+            walker.advance(row, *walker.pick(row, logits, walker.mask(row)))
         assert got.text == tokenizer.decode(row.out)
         assert got.logp.keys() == row.logp.keys()
         for k, v in row.logp.items():

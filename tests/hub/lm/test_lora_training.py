@@ -96,9 +96,9 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from rrsi.hub.lm.constrained import SegmentCodec
     from rrsi.hub.lm.lora_training import FieldWeights, _batch, _parts, _step_loss, encode_examples, group_totals
     from rrsi.hub.lm.prompt import IncidentInput
+    from rrsi.hub.lm.segment_codec import SegmentCodec
 
     inc, registry = incident
     model, tokenizer = lm

@@ -40,7 +40,7 @@ def test_sqrt_frequency_weights_give_sqrt_shares():
 
 def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
     from rrsi.hub.lm.adapters import scenario_registry
-    from rrsi.hub.lm.constrained import SegmentCodec
+    from rrsi.hub.lm.segment_codec import SegmentCodec
     from rrsi.scenario import bundled_scenario
 
     scenario = bundled_scenario()
@@ -134,7 +134,7 @@ def test_vote_summary_names_direction_count_and_how_one_sided():
 
 
 def test_the_answer_restates_the_votes_then_acts_then_explains_and_names_the_root_last(incident, tokenizer):
-    from rrsi.hub.lm.constrained import SegmentCodec
+    from rrsi.hub.lm.segment_codec import SegmentCodec
 
     inc, registry = incident
     prep = prepare(inc, registry)
