@@ -1,13 +1,17 @@
-"""LM Reflector speed on CPU: the decoder before its speedups ("old") and with them ("new"),
+"""LM Reflector speed on CPU: the decoder before its speedups ("old") and as served ("new"),
 on the same incidents in the same run.
 
 Incidents are simulated from a scenario and narrowed to ``--agents`` agents with evidence
 (the attribution's root first), so each asks for a joint reflection of that many agents.
-Each path decodes every incident alone (latency per joint reflection: p50, p90) after one
-untimed warm-up; ``--batch N`` also decodes them N at a time (throughput). ``identical``
-says whether a path wrote exactly what the old path wrote; ``valid``: answers that parse and
-validate. ``--int8`` adds the new path on a dynamically int8-quantized copy of the model,
-whose answers may differ.
+"old" is the decoder with every speedup off (:meth:`DecodeOptions.baseline`: no prefix cache,
+a cache recopied every pass, one pass per decided token, logits at every position, no
+guesses) on the fp32 model, writing the agents' texts one after another on one row; "new"
+is what :class:`LMReflector` serves: all speedups, the agents' texts decoded side by side on
+forked rows, at ``--precision`` (``auto``: bf16 where the CPU has native bf16). Each path
+reflects on every incident alone (latency per joint reflection: p50, p90) after one untimed
+warm-up; ``--batch N`` also reflects on them N at a time (throughput). ``valid``: answers that
+parse and validate; ``same_decisions``: answers whose error types, actions and root agent
+equal the old path's. ``--int8`` adds the new path on a dynamically int8-quantized model.
 
     python bench/reflector.py [--incidents 8] [--agents 6] [--threads 2] [--batch 0] [--int8]
         [--scenario long-chain] [--adapter default|PATH|none] [--precision auto|fp32|bf16]
@@ -23,12 +27,12 @@ import time
 import numpy as np
 import torch
 
-from rrsi.hub.lm.adapters import has_adapter, resolve_adapter, scenario_registry
-from rrsi.hub.lm.base import quantize_int8
-from rrsi.hub.lm.constrained import ConstrainedDecoder, DecodeOptions
+from rrsi.hub.lm.adapters import adapter_base, has_adapter, resolve_adapter, scenario_registry
+from rrsi.hub.lm.base import load_tokenizer, quantize_int8
+from rrsi.hub.lm.constrained import DecodeOptions
 from rrsi.hub.lm.data import synthetic_examples
-from rrsi.hub.lm.lm_reflector import LMReflector
-from rrsi.hub.lm.prompt import IncidentInput, chat_prefix, chat_prompt, evidence_by_agent, prepare
+from rrsi.hub.lm.lm_reflector import LMReflector, load_adapted
+from rrsi.hub.lm.prompt import IncidentInput, evidence_by_agent, prepare
 from rrsi.scenario import bundled_scenario
 
 
@@ -57,19 +61,27 @@ def incidents(scenario, n: int, agents: int) -> list[IncidentInput]:
     return found
 
 
-def run_path(decoder: ConstrainedDecoder, prompts: list[str], preps: list, batch: int) -> dict:
-    """Decode every prompt alone (and ``batch`` at a time when > 1): outputs and figures."""
-    decoder.decode(prompts[:1], [preps[0].segments])  # warm-up: lazy inits, the prefix cache
-    before = copy.copy(decoder.stats)
+def decisions(joint) -> tuple | None:
+    """What an update acts on: the root agent and each agent's error type and actions."""
+    if joint is None:
+        return None
+    return joint.root_agent, [(r.agent, r.error_type, [(a.param, a.op) for a in r.actions]) for r in joint.reflections]
+
+
+def run_path(reflector: LMReflector, preps: list, batch: int) -> dict:
+    """Reflect on every prepared incident alone (and ``batch`` at a time when > 1): answers and figures."""
+    decoder = reflector.decoder
+    reflector.generate(preps[:1])  # warm-up: lazy inits, the prefix cache
+    before, tokens0 = copy.copy(decoder.stats), reflector.tokens
     outs, seconds = [], []
-    for prompt, prep in zip(prompts, preps):
+    for prep in preps:
         t0 = time.perf_counter()
-        outs += decoder.decode([prompt], [prep.segments])
+        outs += reflector.generate([prep])
         seconds.append(time.perf_counter() - t0)
-    total, tokens = sum(seconds), sum(o.tokens for o in outs)
+    total = sum(seconds)
     figures = {
         "reflections_per_s": len(outs) / total,
-        "tokens_per_s": tokens / total,
+        "tokens_per_s": (reflector.tokens - tokens0) / total,
         "p50_s": float(np.percentile(seconds, 50)),
         "p90_s": float(np.percentile(seconds, 90)),
         "passes_per_reflection": (decoder.stats.passes - before.passes) / len(outs),
@@ -78,14 +90,11 @@ def run_path(decoder: ConstrainedDecoder, prompts: list[str], preps: list, batch
     }
     if batch > 1:
         t0 = time.perf_counter()
-        batched = [o for k in range(0, len(preps), batch) for o in _decode(decoder, prompts, preps, k, batch)]
-        figures["batched_reflections_per_s"] = len(batched) / (time.perf_counter() - t0)
-        figures["batched_identical"] = [o.text for o in batched] == [o.text for o in outs]
-    return {"outs": outs, **figures}
-
-
-def _decode(decoder: ConstrainedDecoder, prompts: list[str], preps: list, start: int, size: int) -> list:
-    return decoder.decode(prompts[start : start + size], [p.segments for p in preps[start : start + size]])
+        for k in range(0, len(preps), batch):
+            reflector.generate(preps[k : k + batch])
+        figures["batched_reflections_per_s"] = len(preps) / (time.perf_counter() - t0)
+    joints = [reflector.accept(o, p) for o, p in zip(outs, preps)]
+    return {"joints": joints, "valid": sum(j is not None for j in joints), **figures}
 
 
 def main() -> None:
@@ -105,26 +114,30 @@ def main() -> None:
     adapter = None if args.adapter == "none" else resolve_adapter(args.adapter)
     if adapter is not None and not has_adapter(adapter):
         adapter = None
-    reflector = LMReflector(registry, adapter=adapter, device="cpu", precision=args.precision)
-    preps = [prepare(i, registry, reflector.prompt) for i in incidents(scenario, args.incidents, args.agents)]
-    tok = reflector.tokenizer
-    prompts = [chat_prompt(tok, p.text) for p in preps]
-    models = {"old": reflector.model, "new": reflector.model}
+    precisions = {"old": "fp32", "new": args.precision}
+    models = {
+        name: load_adapted(adapter, adapter_base(adapter), "cpu", precision=p)
+        for name, p in precisions.items()
+    }
     if args.int8:
-        models["new+int8"] = quantize_int8(copy.deepcopy(reflector.model))
+        models["new+int8"] = quantize_int8(copy.deepcopy(models["old"]))
     report = {}
+    preps = None
     for name, model in models.items():
         options = DecodeOptions.baseline() if name == "old" else DecodeOptions()
-        decoder = ConstrainedDecoder(model, tok, reflector.decoder.codec, chat_prefix(tok), options)
-        result = run_path(decoder, prompts, preps, args.batch)
-        outs = result.pop("outs")
-        result["valid"] = sum(reflector.accept(o, p) is not None for o, p in zip(outs, preps))
-        result["identical"] = [o.text for o in outs] == [o.text for o in report["old"]["outs"]] if report else True
-        report[name] = {"outs": outs, **result}
+        reflector = LMReflector(registry, model=model, tokenizer=load_tokenizer(adapter_base(adapter)), decode=options)
+        if preps is None:
+            preps = [prepare(i, registry, reflector.prompt) for i in incidents(scenario, args.incidents, args.agents)]
+        result = run_path(reflector, preps, args.batch)
+        joints = [decisions(j) for j in result.pop("joints")]
+        result["same_decisions"] = (
+            sum(a == b for a, b in zip(joints, report["old"]["decisions"])) if report else len(joints)
+        )
+        report[name] = {"decisions": joints, "dtype": str(next(model.parameters()).dtype), **result}
     for r in report.values():
-        r.pop("outs")
+        r.pop("decisions")
     info = {"incidents": len(preps), "agents": [len(p.views) for p in preps], "threads": args.threads}
-    info |= {"adapter": str(adapter) if adapter else None, "dtype": str(next(reflector.model.parameters()).dtype)}
+    info |= {"adapter": str(adapter) if adapter else None}
     print(json.dumps({**info, "paths": report}, indent=2))
 
 

@@ -4,10 +4,13 @@
   prompt, the whole decoder forwarded at every step (template 2, commit 1b79732);
 - ``parts``: the same prompts, one example per forward pass (the gradient accumulated over
   the step's four parts);
-- ``now``: parts, and prompts of template 3 (a scratchpad only for agents without declared
-  params): what first use runs.
+- ``fp32``: parts, and prompts of template 3 on (a scratchpad only for agents without declared
+  params), in fp32;
+- ``now``: as ``fp32``, under bf16 autocast where the CPU has native bf16 (AMX or AVX-512 BF16):
+  what first use runs.
 
-Each trains a fresh adapter on the same 240 simulated incidents with the same seed, so the
+Each trains a fresh adapter on the bundled adapter's examples (generated pipelines and
+Who&When reasons, :func:`~rrsi.hub.lm.adapters.default_examples`) with the same seed, so the
 same batches; the figure is the training loop's time (model load and tokenization excluded).
 
     python bench/train_step.py [--steps 40] [--variants before,now]
@@ -17,14 +20,14 @@ from __future__ import annotations
 
 import argparse
 
-from rrsi.hub.lm.adapters import DEFAULT_EXAMPLES, DEFAULT_TRAINING, scenario_registry
-from rrsi.hub.lm.data import synthetic_examples
+from rrsi.hub.lm.adapters import DEFAULT_TRAINING, default_examples
+from rrsi.hub.lm.generated_data import examples_registry
 from rrsi.hub.lm.lora_training import train_lora
-from rrsi.scenario import bundled_scenario
 
 VARIANTS = {
     "before": {"micro_batch": 4, "prompt": {"steps_per_param_agent": 1}},
     "parts": {"micro_batch": 1, "prompt": {"steps_per_param_agent": 1}},
+    "fp32": {"precision": "fp32"},
     "now": {},
 }
 
@@ -34,9 +37,8 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=DEFAULT_TRAINING["steps"])
     parser.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of {list(VARIANTS)}")
     args = parser.parse_args()
-    scenario = bundled_scenario()
-    examples = synthetic_examples(scenario, DEFAULT_EXAMPLES, seed=0)
-    registry = scenario_registry(scenario)
+    examples, _ = default_examples()
+    registry = examples_registry(examples)
     seconds = {}
     for name in args.variants.split(","):
         report = train_lora(

@@ -111,8 +111,8 @@ def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
     adapters = lazy.lm_adapters
     if not adapters.has_adapter(adapters.adapter_dir(adapters.DEFAULT_ADAPTER)):
         console.print(
-            "[bold]First use: training the LM Reflector's LoRA adapter (about 4½ minutes on 2 cores; "
-            "--reflector rule skips it)[/bold]"
+            "[bold]First use: training the LM Reflector's LoRA adapter on incidents of generated pipelines "
+            "(about 3 minutes on 2 cores; --reflector rule skips it)[/bold]"
         )
     adapter = adapters.ensure_adapter(progress=True)
     if config.retrain:
@@ -173,7 +173,7 @@ def _add_hub_choices(demo: argparse.ArgumentParser) -> None:
         choices=["rule", "lm"],
         default="lm",
         help="who reflects in hub mode: the SmolLM2 LM Reflector (default; its adapter is trained on "
-        "first use, about 4½ minutes on 2 cores) or the rule Reflector of the error-code registry",
+        "first use, about 3 minutes on 2 cores) or the rule Reflector of the error-code registry",
     )
     demo.add_argument(
         "--retrain-every",

@@ -17,10 +17,13 @@ from pathlib import Path
 from rrsi.config import default_home
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import UserError
-from rrsi.hub.lm.data import Example, synthetic_examples
+from rrsi.graph.log_training import default_whowhen_dir
+from rrsi.hub.lm.data import Example, whowhen_examples
+from rrsi.hub.lm.generated_data import examples_registry, generated_examples
 from rrsi.hub.lm.lora_training import TrainConfig, train_lora
 from rrsi.hub.lm.template import TEMPLATE_VERSION
 from rrsi.scenario import bundled_scenario
+from rrsi.sim.generator import pipeline_seeds
 
 __all__ = [
     "adapter_base",
@@ -30,6 +33,7 @@ __all__ = [
     "resolve_adapter",
     "has_adapter",
     "save_trained",
+    "default_examples",
     "ensure_adapter",
     "scenario_registry",
 ]
@@ -49,7 +53,8 @@ DEFAULT_TRAINING = {
     "weights": {"decision": 1.0},
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
-DEFAULT_EXAMPLES = 240
+DEFAULT_PIPELINES = 60
+DEFAULT_PER_PIPELINE = 4
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
 
@@ -162,11 +167,33 @@ def save_trained(
     return target, report
 
 
-def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str | None = None) -> Path:
-    """The adapter ``name``, training the bundled one on first use.
+def default_examples() -> tuple[list[Example], dict]:
+    """What the bundled adapter learns from, and a description of it for ``training.json``.
 
-    The bundled adapter learns from 240 simulated incidents of the bundled scenario
-    (seed 0) for :data:`DEFAULT_TRAINING` steps.
+    Incidents of :data:`DEFAULT_PIPELINES` generated pipelines (train seeds from 0, never a
+    bundled scenario: those stay held out for evaluation), :data:`DEFAULT_PER_PIPELINE` each,
+    plus the ``train`` split of Who&When's annotated mistake reasons when the logs are at hand
+    (``RRSI_WHOWHEN``, else ``../shared/whowhen/Algorithm-Generated``; root causes only).
+    """
+    examples = generated_examples(DEFAULT_PIPELINES, DEFAULT_PER_PIPELINE, seed=0)
+    seeds = pipeline_seeds("train", DEFAULT_PIPELINES)
+    info: dict = {
+        "generated": {
+            "pipelines": DEFAULT_PIPELINES,
+            "per_pipeline": DEFAULT_PER_PIPELINE,
+            "seeds": [seeds[0], seeds[-1]],
+        }
+    }
+    folder = default_whowhen_dir()
+    if folder is not None:
+        examples += whowhen_examples(folder, "train")
+        info["whowhen"] = str(folder)
+    return examples, info
+
+
+def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str | None = None) -> Path:
+    """The adapter ``name``, training the bundled one on first use (:func:`default_examples`,
+    :data:`DEFAULT_TRAINING` steps).
 
     Args:
         name: adapter folder name under ``default_home()/adapters``.
@@ -176,7 +203,7 @@ def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str
     path = adapter_dir(name)
     if has_adapter(path):
         return path
-    scenario = bundled_scenario()
-    examples = synthetic_examples(scenario, DEFAULT_EXAMPLES, seed=0)
-    path, _ = save_trained(examples, scenario_registry(scenario), {**DEFAULT_TRAINING, "base": base}, name, progress)
+    examples, info = default_examples()
+    config = {**DEFAULT_TRAINING, "base": base}
+    path, _ = save_trained(examples, examples_registry(examples), config, name, progress, info=info)
     return path

@@ -22,12 +22,13 @@ and the row goes on from the model's pick.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from rrsi.hub.lm.draft import NgramIndex
-from rrsi.hub.lm.kv_cache import PrefixCache, new_cache
+from rrsi.hub.lm.kv_cache import PrefixCache, fork_cache, new_cache
 from rrsi.hub.lm.program_walker import ProgramWalker, Row
 from rrsi.hub.lm.segment_codec import SegmentCodec
 from rrsi.hub.lm.template import Segment
@@ -47,6 +48,9 @@ class DecodeOptions:
         draft_tokens: the most guessed tokens fed per row and pass (0: none).
         needed_logits: project onto the vocabulary only the positions whose next token the
             model chooses (otherwise every position of each pass's new tokens).
+        fork: :meth:`ConstrainedDecoder.decode_forked` decodes a row's branches side by side on
+            copies of its cache; otherwise one after another on the row itself (each then sees
+            the branches before it: a different answer, the layout before forking).
     """
 
     prefix_cache: bool = True
@@ -54,6 +58,7 @@ class DecodeOptions:
     force_determined: bool = True
     draft_tokens: int = 4
     needed_logits: bool = True
+    fork: bool = True
 
     def __post_init__(self) -> None:
         if not 0 <= self.draft_tokens <= 64:
@@ -61,7 +66,14 @@ class DecodeOptions:
 
     @classmethod
     def baseline(cls) -> DecodeOptions:
-        return cls(prefix_cache=False, growing_cache=False, force_determined=False, draft_tokens=0, needed_logits=False)
+        return cls(
+            prefix_cache=False,
+            growing_cache=False,
+            force_determined=False,
+            draft_tokens=0,
+            needed_logits=False,
+            fork=False,
+        )
 
 
 @dataclass
@@ -152,20 +164,97 @@ class ConstrainedDecoder:
             prompts: chat-formatted prompt texts.
             programs: the segments each row must produce.
         """
-        rows = [Row(list(p)) for p in programs]
         ids = self.tokenizer(prompts, add_special_tokens=False)["input_ids"]
-        # Up to 2-grams: on 6-agent long-chain answers 3-grams saved 3 of 45 passes and fed 10 % more positions.
-        index = [NgramIndex(p, max_n=2) for p in ids] if self.options.draft_tokens else [None] * len(rows)
-        for r in rows:
-            self.walker.enter(r, 0)
+        rows, index = self._rows(programs, [list(p) for p in ids])
         chunks = [self._chunk(r, x, self.walker.forced_run(r)) for r, x in zip(rows, index)]
         state = self._prefill(ids, chunks)
+        self._until_done(rows, index, chunks, state)
+        return [self._decoded(r) for r in rows]
+
+    @torch.no_grad()
+    def decode_forked(
+        self,
+        prompts: list[str],
+        programs: list[list[Segment]],
+        branches: Callable[[int, Decoded], list[list[Segment]]],
+    ) -> list[tuple[Decoded, list[Decoded]]]:
+        """Decode one program per prompt, then the programs each one branches into, all side by side.
+
+        Every row's branches continue it: once all rows are done, the KV cache of row ``k`` is
+        copied once per program of ``branches(k, decoded_k)``, and all branch rows of all
+        prompts are decoded as one batch. A branch sees what a single row decoding the trunk
+        and then that branch's program would see; branches never see each other.
+
+        Args:
+            prompts: chat-formatted prompt texts.
+            programs: the trunk each row must produce first.
+            branches: the programs row ``k`` branches into, given what its trunk decoded.
+
+        Returns:
+            per prompt, its trunk and its branches (in the order ``branches`` gave them); without
+            :attr:`DecodeOptions.fork`, one Decoded holding all its branches one after another.
+        """
+        ids = [list(p) for p in self.tokenizer(prompts, add_special_tokens=False)["input_ids"]]
+        rows, index = self._rows(programs, ids)
+        chunks = [self._chunk(r, x, self.walker.forced_run(r)) for r, x in zip(rows, index)]
+        state = self._prefill(ids, chunks)
+        self._until_done(rows, index, chunks, state)
+        trunks = [self._decoded(r) for r in rows]
+        wanted = [branches(k, d) for k, d in enumerate(trunks)]
+        if not self.options.fork:
+            wanted = [[[seg for p in ps for seg in p]] if ps else [] for ps in wanted]
+        parent = [k for k, ps in enumerate(wanted) for _ in ps]
+        if not parent:
+            return [(d, []) for d in trunks]
+        # The trunk's last tokens (its final pick and the text forced after it) are not in the
+        # cache yet: the loop stops before feeding them. Each branch feeds them first.
+        cached = [int(state.last[k]) + 1 - len(ids[k]) for k in range(len(rows))]
+        subs, sub_index = self._rows(
+            [p for ps in wanted for p in ps], [ids[k] + rows[k].out[: cached[k]] for k in parent]
+        )
+        chunks = [
+            self._chunk(r, x, rows[k].out[cached[k] :] + self.walker.forced_run(r))
+            for r, x, k in zip(subs, sub_index, parent)
+        ]
+        state = self._fork(state, parent)
+        self._feed(chunks, state)
+        self._until_done(subs, sub_index, chunks, state)
+        out = iter(self._decoded(r) for r in subs)
+        return [(d, [next(out) for _ in ps]) for d, ps in zip(trunks, wanted)]
+
+    def _rows(self, programs: list[list[Segment]], seen: list[list[int]]) -> tuple[list[Row], list]:
+        """A row entering each program and, with guesses on, an n-gram index of the tokens it follows."""
+        rows = [Row(list(p)) for p in programs]
+        for r in rows:
+            self.walker.enter(r, 0)
+        # Up to 2-grams: on 6-agent long-chain answers 3-grams saved 3 of 45 passes and fed 10 % more positions.
+        index = [NgramIndex(s, max_n=2) if self.options.draft_tokens else None for s in seen]
+        return rows, index
+
+    def _until_done(self, rows: list[Row], index: list, chunks: list[_Chunk], state: _Pass) -> None:
+        """Pass after pass until every row is done (its last chunk stays unfed)."""
         while True:
             chunks = self._settle(rows, index, chunks, state)
             if all(r.done for r in rows):
-                break
+                return
             self._feed(chunks, state)
-        return [Decoded(self.tokenizer.decode(r.out), r.values, r.logp, len(r.out)) for r in rows]
+
+    def _decoded(self, row: Row) -> Decoded:
+        return Decoded(self.tokenizer.decode(row.out), row.values, row.logp, len(row.out))
+
+    def _fork(self, state: _Pass, parent: list[int]) -> _Pass:
+        """A new state whose row ``j`` is a copy of ``state``'s row ``parent[j]`` (cache, mask, position)."""
+        at = torch.tensor(parent, device=self.device)
+        return _Pass(
+            {
+                self._cache_arg: fork_cache(
+                    state.cache[self._cache_arg], at, self.model.config, self.options.growing_cache
+                )
+            },
+            state.attn.index_select(0, at),
+            state.last.index_select(0, at),
+            [],
+        )
 
     def _chunk(self, row: Row, index: NgramIndex | None, committed: list[int]) -> _Chunk:
         """The tokens ``row`` feeds next: ``committed`` (already walked), then guesses walked on a fork.

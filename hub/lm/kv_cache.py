@@ -19,7 +19,7 @@ import torch
 from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
-__all__ = ["GrowingLayer", "new_cache", "PrefixCache"]
+__all__ = ["GrowingLayer", "new_cache", "fork_cache", "PrefixCache"]
 
 
 class GrowingLayer(DynamicLayer):
@@ -61,6 +61,16 @@ def new_cache(config, growing: bool = True) -> DynamicCache:
     if growing:
         cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
+
+
+def fork_cache(cache: DynamicCache, rows: torch.Tensor, config, growing: bool = True) -> DynamicCache:
+    """A new cache (:func:`new_cache` of ``config``) whose row ``j`` holds the keys and values of
+    ``cache``'s row ``rows[j]``: copies, so the rows grow apart. Made for full-attention layers
+    (a sliding-window layer's copy would restart its count of positions)."""
+    out = new_cache(config, growing)
+    for layer, old in enumerate(cache.layers):
+        out.update(old.keys.index_select(0, rows), old.values.index_select(0, rows), layer)
+    return out
 
 
 class PrefixCache:

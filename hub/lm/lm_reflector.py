@@ -32,6 +32,7 @@ from rrsi.hub.lm.adapters import adapter_base
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer, quantize_int8
 from rrsi.hub.lm.constrained import ConstrainedDecoder, Decoded, DecodeOptions
 from rrsi.hub.lm.prompt import IncidentInput, Prepared, PromptConfig, chat_prefix, chat_prompt, prepare
+from rrsi.hub.lm.template import answer_text
 from rrsi.schema import AgentSpec, Attribution, JointReflection, Reflection, StepRecord, validate
 
 __all__ = ["LMReflector", "parse_output", "load_adapted"]
@@ -214,9 +215,21 @@ class LMReflector:
         return results
 
     def generate(self, preps: list[Prepared]) -> list[Decoded]:
-        """Constrained decoding of the prepared incidents (one batch)."""
+        """Constrained decoding of the prepared incidents (one batch): every incident's decisions
+        side by side, then every agent's texts side by side (:meth:`ConstrainedDecoder.decode_forked`);
+        each answer is the JSON both parts' values make (:func:`~rrsi.hub.lm.template.answer_text`)."""
         prompts = [chat_prompt(self.tokenizer, p.text) for p in preps]
-        outs = self.decoder.decode(prompts, [p.segments for p in preps])
+        forked = self.decoder.decode_forked(
+            prompts, [p.segments for p in preps], lambda k, decisions: preps[k].text_programs(decisions.values)
+        )
+        outs = []
+        for prep, (decisions, texts) in zip(preps, forked):
+            values, logp = dict(decisions.values), dict(decisions.logp)
+            for t in texts:
+                values |= t.values
+                logp |= t.logp
+            tokens = decisions.tokens + sum(t.tokens for t in texts)
+            outs.append(Decoded(answer_text(prep.views, values), values, logp, tokens))
         self.tokens += sum(o.tokens for o in outs)
         return outs
 

@@ -17,9 +17,11 @@ are drawn by √(frequency) of error type.
 
 from __future__ import annotations
 
+import logging
 import math
 import random
 import time
+import zlib
 from pathlib import Path
 
 import torch
@@ -35,6 +37,8 @@ from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
 from rrsi.hub.lm.segment_codec import SegmentCodec
 from rrsi.hub.lm.template import render_values
 from rrsi.schema import _Model, validate
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "FieldWeights",
@@ -156,12 +160,28 @@ def token_shares(groups: list[str | None]) -> list[float]:
 
 
 def encode_examples(
-    examples: list[Example], tokenizer, codec: SegmentCodec, registry: ErrorCodeRegistry, config: TrainConfig
+    examples: list[Example],
+    tokenizer,
+    codec: SegmentCodec,
+    registry: ErrorCodeRegistry,
+    config: TrainConfig,
+    skipped: list[tuple[str, str]] | None = None,
 ) -> list[Encoded]:
     """Tokenize examples into prompt + target answer with loss groups.
 
+    The target is what the decoder writes on one row: the decisions, then the texts of one
+    agent (the texts of each agent continue the decisions on a row of their own, so a row never
+    sees another agent's texts); which agent's is fixed by a hash of the incident id.
+
+    Args:
+        skipped: when given, an example whose reflection the template cannot write (an action
+            on a param whose logs give no direction, an error type none of the agent's params
+            has) is left out, logged, and appended here as ``(incident id, reason)``; otherwise
+            it raises.
+
     Raises:
-        SchemaError: an example whose reflection the template cannot produce; names it.
+        SchemaError: an incident without failing records of a registered agent, or (without
+            ``skipped``) a reflection the template cannot write; names the incident.
     """
     out = []
     for ex in examples:
@@ -173,8 +193,15 @@ def encode_examples(
         try:
             values = render_values(prep.views, ex.root_agent, ex.reflections)
         except ValueError as exc:
-            raise SchemaError(f"examples: incident {ex.incident.incident_id!r}: {exc}") from None
+            if skipped is None:
+                raise SchemaError(f"examples: incident {ex.incident.incident_id!r}: {exc}") from None
+            log.warning("examples: incident %s left out: %s", ex.incident.incident_id, exc)
+            skipped.append((ex.incident.incident_id, str(exc)))
+            continue
         target, groups = codec.target(prep.segments, values)
+        texts = prep.text_programs(values)[zlib.crc32(ex.incident.incident_id.encode()) % len(prep.views)]
+        more, more_groups = codec.target(texts, values)
+        target, groups = target + more, groups + more_groups
         if ex.groups is not None:
             groups = [g if g in ex.groups else None for g in groups]
         prompt = tokenizer(chat_prompt(tokenizer, prep.text), add_special_tokens=False)["input_ids"]
@@ -376,8 +403,9 @@ def train_lora(
         progress: show a tqdm bar.
 
     Returns:
-        ``{"steps", "precision", "loss_first", "loss_last", "seconds", "device", "examples"}``;
-        the trained model is under ``"model"``.
+        ``{"steps", "precision", "loss_first", "loss_last", "seconds", "device", "examples"}``
+        (examples trained on) and ``"skipped"`` (those the template cannot write, with the
+        reason); the trained model is under ``"model"``.
     """
     config = validate(TrainConfig, config or {}, where="train")
     if not examples:
@@ -387,13 +415,23 @@ def train_lora(
     if device == "cpu":
         torch.set_num_threads(config.threads)
     tokenizer = load_tokenizer(config.base)
-    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, config)
+    skipped: list[tuple[str, str]] = []
+    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, config, skipped)
+    if not encoded:
+        raise SchemaError(f"examples: the template can write none of them (first: {skipped[0][0]}: {skipped[0][1]})")
     model = _peft_model(config, device)
-    weights = sqrt_frequency_weights(examples)
+    weights = sqrt_frequency_weights(encoded)  # Encoded carries its example's error type
     t0 = time.perf_counter()
     report = _train_steps(model, encoded, weights, tokenizer.pad_token_id, config, device, progress)
     model.eval()
     if out is not None:
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    return {**report, "seconds": time.perf_counter() - t0, "device": device, "examples": len(examples), "model": model}
+    return {
+        **report,
+        "seconds": time.perf_counter() - t0,
+        "device": device,
+        "examples": len(encoded),
+        "skipped": [{"incident": i, "reason": why} for i, why in skipped],
+        "model": model,
+    }

@@ -7,28 +7,31 @@ without declared params (a Who&When participant: the prompt has nothing else to 
 failure), since for the others the counts and the answer's restated votes summarize what the
 scratchpads say, in a seventh of the tokens.
 
-The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's symptom votes
-(:func:`vote_summary`) right before the agent's action: which way the failing steps'
-symptom phrases point (the error-code registry's phrases, e.g. "too low" → increase) and
-how one-sided they are. "How one-sided" is a sign test computed here, not by the model (a
-135M model does not compare counts reliably after a few hundred training examples: without
-it the bundled adapter answered "no action" for every agent): ``one-sided`` when
-P(X ≥ k | n, ½) < ``alpha`` with n ≥ ``min_votes``, ``too few`` under ``min_votes``, else
-``mixed``. The labels the model learns from are the simulator's ground truth (is the param
-the cause of most of the agent's failures, in at least five of them?), not this test, so
-the two can disagree; the model weighs the evidence: whether to act, which agent is the
-root, and what to write about it.
+The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's evidence
+(:func:`vote_summary`) right before the agent's error type and action: per param, its error
+type and failures, which way the failing steps' symptom phrases point (the error-code
+registry's phrases, e.g. "too low" → increase) and how one-sided they are. "How one-sided"
+is a sign test computed here, not by the model (a 135M model does not compare counts
+reliably after a few hundred training examples: without it the bundled adapter answered "no
+action" for every agent): ``one-sided`` when P(X ≥ k | n, ½) < ``alpha`` with n ≥
+``min_votes``, ``too few`` under ``min_votes``, else ``mixed``; ``alpha`` is the hub's own, so
+the verdict is the rule Reflector's. The labels the model learns from are the simulator's
+ground truth (is the param the cause of most of the agent's failures, in at least five of
+them, and do five of its logs say which way?), not this test, so the two can disagree; the
+model weighs the evidence: whether to act, which agent is the root, and what to write about
+it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 
 from pydantic import Field
 
 from rrsi.agents.self_reflection import reflection_context, symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.lm.template import AgentView, Segment, program
+from rrsi.hub.lm.template import AgentView, Segment, program, text_program
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
 from rrsi.stats import sign_test
 
@@ -41,6 +44,7 @@ __all__ = [
     "evidence_by_agent",
     "agent_views",
     "vote_summary",
+    "verdict",
     "prompt_text",
     "chat_prompt",
     "chat_prefix",
@@ -70,7 +74,7 @@ class PromptConfig(_Model):
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=32, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
-    alpha: float = Field(default=0.01, gt=0.0, lt=1.0)
+    alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)  # HubConfig.alpha: the rule Reflector's test
     min_votes: int = Field(default=5, ge=1)
 
 
@@ -86,13 +90,19 @@ class IncidentInput:
 
 @dataclass(frozen=True)
 class Prepared:
-    """An incident ready for the model: the prompt text, the answer's program and its checks."""
+    """An incident ready for the model: the prompt text, the program of the answer's decisions
+    (``segments``), its checks, and the cap on each free text's tokens."""
 
     incident: IncidentInput
     text: str
     views: list[AgentView]
     segments: list[Segment]
     context: ReflectionContext
+    max_tokens: int = 24
+
+    def text_programs(self, values: dict[str, str]) -> list[list[Segment]]:
+        """The program of each agent's texts once the decisions' ``values`` are known."""
+        return [text_program(i, v, values, self.max_tokens) for i, v in enumerate(self.views)]
 
 
 def prepare(
@@ -113,14 +123,10 @@ def prepare(
     if not evidence:
         return None
     context = reflection_context([incident.specs[a] for a in evidence], registry)
-    views = agent_views(
-        list(evidence),
-        incident.specs,
-        context,
-        {a: vote_summary(incident.specs[a], records, registry, config) for a, records in evidence.items()},
-    )
+    views = agent_views(list(evidence), incident.specs, context, evidence, registry, config)
     text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
-    return Prepared(incident, text, views, program(views, config.max_tokens, incident.attribution.root_agent), context)
+    segments = program(views, incident.attribution.root_agent)
+    return Prepared(incident, text, views, segments, context, config.max_tokens)
 
 
 def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec]) -> dict[str, list[StepRecord]]:
@@ -136,33 +142,73 @@ def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec
 
 
 def agent_views(
-    agents: list[str], specs: dict[str, AgentSpec], context: ReflectionContext, evidence: dict[str, str] | None = None
+    agents: list[str],
+    specs: dict[str, AgentSpec],
+    context: ReflectionContext,
+    records: dict[str, list[StepRecord]] | None = None,
+    registry: ErrorCodeRegistry | None = None,
+    config: PromptConfig | None = None,
 ) -> list[AgentView]:
-    """The template's view of each agent: declared params, the domain terms it may cite and
-    the evidence line the answer restates (:func:`vote_summary`)."""
-    evidence = evidence or {}
-    return [
-        AgentView(
-            a, tuple(p.name for p in specs[a].params), tuple(context.domain_terms.get(a, ())), evidence.get(a, "")
+    """The template's view of each agent: declared params, the domain terms it may cite, the
+    error types of its params and, from its failing ``records`` (with ``registry``), the
+    evidence line the answer restates (:func:`vote_summary`) and the params it may act on:
+    those whose failures' logs point one way (:func:`verdict`), as the hub's own test asks of
+    any action it applies."""
+    config = config or PromptConfig()
+    views = []
+    for a in agents:
+        spec = specs[a]
+        evidence = _param_evidence(spec, records[a], registry) if records is not None and registry else []
+        views.append(
+            AgentView(
+                a,
+                tuple(p.name for p in spec.params),
+                tuple(context.domain_terms.get(a, ())),
+                _summary(evidence, config) if records is not None and registry else "",
+                tuple(p.name for p, _, v in evidence if verdict(v, config) == "one-sided")
+                if records is not None
+                else None,
+                tuple(sorted({p.error_type for p in spec.params})),
+            )
         )
-        for a in agents
-    ]
+    return views
+
+
+def _param_evidence(spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry) -> list[tuple]:
+    """``(param, failures, symptom votes)`` of each param with failures, fewest failures first."""
+    votes = symptom_votes(spec, records, registry)
+    failures = Counter(r.error_code for r in records)
+    rows = [(p, failures[p.error_code], votes.get(p.name, Counter())) for p in spec.params if p.error_code]
+    return sorted((row for row in rows if row[1]), key=lambda row: row[1])
+
+
+def verdict(votes: Counter, config: PromptConfig | None = None) -> str:
+    """``one-sided``, ``mixed`` or ``too few``: how a param's symptom votes read (see the module doc)."""
+    config = config or PromptConfig()
+    return _sidedness(max(votes.values(), default=0), votes.total(), config)
+
+
+def _summary(evidence: list[tuple], config: PromptConfig) -> str:
+    parts = []
+    for p, n, v in evidence:
+        if v:
+            top = max(("increase", "decrease"), key=lambda d: v[d])
+            said = f"{top} {v[top]} of {v.total()}, {verdict(v, config)}"
+        else:
+            said = "no direction"
+        parts.append(f"{p.name} ({p.error_type}) {n} failures, {said}")
+    return "; ".join(parts) or "no failures of its params"
 
 
 def vote_summary(
     spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: PromptConfig | None = None
 ) -> str:
-    """One line of an agent's symptom votes, e.g. ``parse_strictness increase 37 of 38, one-sided``
-    (params in declaration order, ``; `` between them; ``no symptoms`` without votes)."""
-    config = config or PromptConfig()
-    votes = symptom_votes(spec, records, registry)
-    parts = []
-    for p in spec.params:
-        v = votes.get(p.name)
-        if v:
-            top = max(("increase", "decrease"), key=lambda d: v[d])
-            parts.append(f"{p.name} {top} {v[top]} of {v.total()}, {_sidedness(v[top], v.total(), config)}")
-    return "; ".join(parts) or "no symptoms"
+    """One line of an agent's evidence: per param with failures, most failures last (right before
+    the decisions), its error type, its failures, and which way their symptoms point and how
+    one-sided they are, e.g. ``parse_strictness (format) 38 failures, increase 37 of 38,
+    one-sided`` (``no direction`` when no symptom names one; ``; `` between params; ``no
+    failures of its params`` without)."""
+    return _summary(_param_evidence(spec, records, registry), config or PromptConfig())
 
 
 def prompt_text(

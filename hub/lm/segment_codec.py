@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from rrsi.hub.lm.template import FIELD_OF, Fixed, Segment
+from rrsi.hub.lm.template import FIELD_OF, Choice, Fixed, Free, Segment
 
 __all__ = ["SegmentCodec"]
 
@@ -40,7 +40,10 @@ class SegmentCodec:
         """Token ids the decoder would emit for ``values`` and the loss group of each token.
 
         The token that closes a choice or free field (first token of the next fixed text)
-        belongs to that field's group; other fixed tokens to none.
+        belongs to that field's group; other fixed tokens to none. A choice with one option
+        belongs to none either: the decoder forces it, there is nothing to learn (as "no action"
+        for every agent whose logs give no direction, it would teach the model to answer it
+        everywhere). A free text is cut to its field's ``max_tokens``, as the decoder would cut it.
         """
         ids: list[int] = []
         groups: list[str | None] = []
@@ -52,8 +55,11 @@ class SegmentCodec:
                 groups += [previous] + [None] * (len(part) - 1)
                 previous = None
                 continue
-            previous = FIELD_OF[seg.name.rsplit(".", 1)[-1]]
+            forced = isinstance(seg, Choice) and len(seg.options) == 1
+            previous = None if forced else FIELD_OF[seg.name.rsplit(".", 1)[-1]]
             part = self.ids(values[seg.name])
+            if isinstance(seg, Free):
+                part = part[: seg.max_tokens]
             ids += part
             groups += [previous] * len(part)
         return ids, groups

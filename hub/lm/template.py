@@ -1,27 +1,39 @@
-"""The JSON skeleton the LM Reflector fills in, as a program of segments.
+"""The answer the LM Reflector fills in, as programs of segments: its decisions, then its texts.
 
-The model's output for an incident is one JSON object::
+The answer for an incident comes in two parts. The **decisions**, one row::
 
     {"reflections": [
-      {"agent": "<agent>", "error_type": "<type>", "evidence": "<votes>",
-       "actions": [] | [{"param": "<param>", "op": "increase|decrease"}],
-       "root_cause": "<term><text>", "correction": "<Verb><text>"}, ...],
+      {"agent": "<agent>", "evidence": "<failures and votes>",
+       "actions": [] | [{"param": "<param>", "op": "increase|decrease"}], "error_type": "<type>"}, ...],
      "attributed_root": "<agent>", "root_agent": "<agent>"}
 
-Everything but the choices and the free text is fixed and forced. ``evidence`` is forced
-too: it restates the agent's symptom votes from the prompt (e.g. ``parse_strictness
-increase 37 of 38, one-sided``) right before the decision that depends on it, so the
-model decides from the text beside it rather than from a block of the prompt hundreds of
-tokens back (the 135M model trained for a few dozen steps did not learn the latter). The
-root agent is chosen last, after every agent's evidence and decision, with the attribution's
-root restated beside it (``attributed_root``, forced): chosen first, far from that line of
-the prompt, the model picked agents that neither acted nor were blamed. ``evidence`` and
-``attributed_root`` are not fields of the schema; the parser drops them. Choices (root agent,
-error type, domain term, imperative verb, action) are enums taken from the incident's
-:class:`~rrsi.schema.ReflectionContext`; the root cause starts with a chosen domain term and
-the correction with a chosen imperative verb, so both satisfy the schema by construction.
-Training targets are rendered from the same program (:func:`render`), so the model learns
-exactly the token sequences the decoder lets it write.
+then, per agent, its **texts** on a row of their own that continues the decisions on a new
+line (the decoder forks the decisions' KV cache, one copy per agent, and decodes every
+agent's texts at once)::
+
+    {"agent": "<agent>", "evidence": "<as above>", "action": "<increase param|keep>",
+       "error_type": "<type>", "root_cause": "<term><text>", "correction": "<Verb><text>"}
+
+Everything but the choices and the free text is fixed and forced. ``evidence`` is forced:
+it restates the agent's failures and symptom votes from the prompt (e.g. ``parse_strictness
+(format) 38 failures, increase 37 of 38, one-sided``, the param with most failures last) right
+before the decisions that depend on it: the action beside that param's verdict, then the
+error type (the type of the param with most failures), so the model decides from
+the text beside it rather than from a block of the prompt hundreds of tokens back (the 135M
+model trained for a few dozen steps did not learn the latter). The root agent is chosen
+last, after every agent's evidence and decision, with the attribution's root restated beside
+it (``attributed_root``, forced). A text row restates its agent's decisions (forced) right
+before the texts that explain them. Free text is the slow part of an answer (one forward
+pass a token); written one agent after another it cost six agents ~380 sequential passes,
+written side by side it costs the longest agent's.
+
+Choices (root agent, error type, domain term, imperative verb, action) are enums taken from
+the incident's :class:`~rrsi.schema.ReflectionContext`; the root cause starts with a chosen
+domain term and the correction with a chosen imperative verb, so both satisfy the schema by
+construction. :func:`answer_text` assembles the JSON answer from both parts' values (the
+restated ``evidence`` and ``attributed_root`` are left out). Training targets are rendered
+from the same programs (:func:`render_values`), so the model learns exactly the token
+sequences the decoder lets it write.
 """
 
 from __future__ import annotations
@@ -39,6 +51,8 @@ __all__ = [
     "Segment",
     "AgentView",
     "program",
+    "text_program",
+    "answer_text",
     "render_values",
     "VERBS",
     "OPS",
@@ -47,7 +61,7 @@ __all__ = [
 
 # Bumped whenever the prompt or the answer's program changes: an adapter trained for another
 # version writes answers the decoder no longer asks for (see adapters.has_adapter).
-TEMPLATE_VERSION = 3  # 3: no scratchpads for agents with declared params
+TEMPLATE_VERSION = 4  # 4: decisions first, then each agent's texts on a row of their own
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
 
@@ -87,12 +101,27 @@ Segment = Fixed | Choice | Free
 
 @dataclass(frozen=True)
 class AgentView:
-    """What the template needs about one agent of the incident."""
+    """What the template needs about one agent of the incident.
+
+    ``actionable``: the params an action may name (``None``: every param): those whose failures'
+    logs give a direction often enough to act on, so an agent without one has only "no action" to
+    choose (the hub never acts on less, and a direction the logs do not give would be a guess).
+    ``types``: the error types its reflection may name (empty: every type): those of its params.
+    """
 
     name: str
     params: tuple[str, ...]
     terms: tuple[str, ...] = field(default_factory=tuple)
     evidence: str = ""
+    actionable: tuple[str, ...] | None = None
+    types: tuple[str, ...] = ()
+
+    def action_options(self) -> tuple[str, ...]:
+        """The action lists the agent's decision chooses from (``[]`` first)."""
+        return _actions(tuple(p for p in self.params if self.actionable is None or p in self.actionable))
+
+    def type_options(self) -> tuple[str, ...]:
+        return tuple(t for t in ERROR_TYPES if not self.types or t in self.types)
 
 
 def _actions(params: tuple[str, ...]) -> tuple[str, ...]:
@@ -109,36 +138,75 @@ def _merge(segments: list[Segment]) -> list[Segment]:
     return out
 
 
-def program(agents: list[AgentView], max_tokens: int = 32, attributed: str = "") -> list[Segment]:
-    """The segments of the output for an incident whose evidence covers ``agents``.
+def program(agents: list[AgentView], attributed: str = "") -> list[Segment]:
+    """The segments of the decisions for an incident whose evidence covers ``agents``.
 
     Args:
         agents: the agents that get a reflection, in output order (at least one).
-        max_tokens: cap on the tokens of each free-text field.
         attributed: the attribution's root agent, restated (forced) right before the root
             agent is chosen.
     """
     segs: list[Segment] = [Fixed('{"reflections": [')]
     for i, a in enumerate(agents):
-        segs.append(Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "error_type": "'))
         segs += [
-            Choice(f"{i}.error_type", ERROR_TYPES),
-            Fixed('", "evidence": ' + json.dumps(a.evidence) + ', "actions": '),
-            Choice(f"{i}.actions", _actions(a.params)),
+            Fixed(("" if i == 0 else ", ") + '{"agent": ' + json.dumps(a.name) + ', "evidence": '),
+            Fixed(json.dumps(a.evidence) + ', "actions": '),
+            Choice(f"{i}.actions", a.action_options()),
+            Fixed(', "error_type": "'),
+            Choice(f"{i}.error_type", a.type_options()),
+            Fixed('"}'),
         ]
-        segs += [Fixed(', "root_cause": "'), Choice(f"{i}.term", a.terms or ("",))]
-        segs.append(Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens))
-        segs += [Fixed('", "correction": "'), Choice(f"{i}.verb", VERBS)]
-        segs.append(
-            Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True)
-        )
-        segs.append(Fixed('"}'))
     segs += [
         Fixed('], "attributed_root": ' + json.dumps(attributed) + ', "root_agent": "'),
         Choice("root_agent", tuple(a.name for a in agents)),
         Fixed('"}'),
     ]
     return _merge(segs)
+
+
+def _action_words(actions: str) -> str:
+    """``increase strict`` for a chosen action list, ``keep`` for ``[]``."""
+    chosen = json.loads(actions)
+    return " ".join(f"{a['op']} {a['param']}" for a in chosen) or "keep"
+
+
+def text_program(i: int, agent: AgentView, values: dict[str, str], max_tokens: int = 24) -> list[Segment]:
+    """The segments of the ``i``-th agent's texts, given the decisions' ``values``.
+
+    Args:
+        i: the agent's place in the decisions.
+        agent: its view.
+        values: at least ``{i}.error_type`` and ``{i}.actions``, restated (forced) after the
+            agent's evidence, so the texts are written beside what they explain.
+        max_tokens: cap on the tokens of each free-text field.
+    """
+    head = json.dumps(agent.name) + ', "evidence": ' + json.dumps(agent.evidence)
+    head += ', "action": ' + json.dumps(_action_words(values[f"{i}.actions"]))
+    head += ', "error_type": ' + json.dumps(values[f"{i}.error_type"])
+    return [
+        Fixed('\n{"agent": ' + head + ', "root_cause": "'),
+        Choice(f"{i}.term", agent.terms or ("",)),
+        Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens),
+        Fixed('", "correction": "'),
+        Choice(f"{i}.verb", VERBS),
+        Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True),
+        Fixed('"}'),
+    ]
+
+
+def answer_text(agents: list[AgentView], values: dict[str, str]) -> str:
+    """The JSON answer both parts' ``values`` make (what the parser reads)."""
+    reflections = [
+        {
+            "agent": a.name,
+            "error_type": values[f"{i}.error_type"],
+            "actions": json.loads(values[f"{i}.actions"]),
+            "root_cause": values[f"{i}.term"] + values[f"{i}.root_cause"],
+            "correction": values[f"{i}.verb"] + values[f"{i}.correction"],
+        }
+        for i, a in enumerate(agents)
+    ]
+    return json.dumps({"reflections": reflections, "root_agent": values["root_agent"]})
 
 
 # The loss weight group of each named segment (see lora_training.FieldWeights).
@@ -179,6 +247,16 @@ def render_values(agents: list[AgentView], root_agent: str, reflections: list[di
                 f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})"
             )
         action = r.get("action")
+        actions = json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]"
+        if actions not in a.action_options():
+            raise ValueError(
+                f"reflections[{i}].action: {a.name} may act only on params whose logs give a direction "
+                f"({list(a.actionable or ())}; got {action[0]!r})"
+            )
+        if r["error_type"] not in a.type_options():
+            raise ValueError(
+                f"reflections[{i}].error_type: must be one of {list(a.type_options())} (got {r['error_type']!r})"
+            )
         values.update(
             {
                 f"{i}.error_type": r["error_type"],
@@ -186,7 +264,7 @@ def render_values(agents: list[AgentView], root_agent: str, reflections: list[di
                 f"{i}.root_cause": r["root_cause"][len(term) :],
                 f"{i}.verb": verb,
                 f"{i}.correction": (" " + rest) if rest else "",
-                f"{i}.actions": json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]",
+                f"{i}.actions": actions,
             }
         )
     return values

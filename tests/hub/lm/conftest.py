@@ -18,7 +18,7 @@ def lm():
 
 @pytest.fixture
 def incident():
-    """Two agents with root failures: up (too low) and down (too high)."""
+    """Two agents with root failures: up (too low, ten: their logs point one way at the hub's alpha) and down (too high, one)."""
     from rrsi.error_codes import default_registry
     from rrsi.hub.lm.prompt import IncidentInput
     from rrsi.schema import AgentSpec, Attribution
@@ -35,7 +35,7 @@ def incident():
             error_code="UP_FAIL_001",
             scratchpad="up: strict=0.2 looked too low on the date format",
         )
-        for i in range(3)
+        for i in range(10)
     ]
     records.append(
         step(

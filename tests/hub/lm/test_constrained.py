@@ -34,16 +34,32 @@ def test_no_evidence_gives_none_without_running_the_model(lm, incident):
     assert reflector.tokens == 0
 
 
+def _reference(model, tokenizer, walker, codec, ids: list[int], segments) -> tuple[list[int], dict, dict]:
+    """Plain, uncached, one-row, one-decision-at-a-time greedy decode of ``segments`` after ``ids``."""
+    import torch
+
+    from rrsi.hub.lm.program_walker import Row
+    from rrsi.hub.lm.template import Fixed
+
+    row = Row(list(segments))
+    walker.enter(row, 0)
+    while not row.done:
+        if isinstance(row.segments[row.seg], Fixed):
+            walker.advance(row, codec.ids(row.segments[row.seg].text)[row.pos], 0.0)
+            continue
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([ids + row.out])).logits[0, -1].float()
+        walker.advance(row, *walker.pick(row, logits, walker.mask(row)))
+    return row.out, row.values, row.logp
+
+
 def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
     """Chunked forced runs over a shared KV cache with padded rows, the cached prompt prefix and
     verified guesses decode exactly what a plain, uncached, one-row, one-decision-at-a-time
-    loop decodes."""
-    import torch
-
+    loop decodes; so do the texts decoded on forked rows, each against a reference that decodes
+    the decisions and then that agent's texts on one row."""
     from rrsi.hub.lm.constrained import ConstrainedDecoder
-    from rrsi.hub.lm.program_walker import Row
     from rrsi.hub.lm.prompt import chat_prefix, chat_prompt
-    from rrsi.hub.lm.template import Fixed
 
     model, tokenizer = lm
     inc, registry = incident
@@ -52,19 +68,19 @@ def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
     prompts = [chat_prompt(tokenizer, p.text) for p in preps]
     decoder = ConstrainedDecoder(model, tokenizer, prefix=chat_prefix(tokenizer))
     batched = decoder.decode(prompts, [p.segments for p in preps])
-    walker = decoder.walker
-    for prompt, prep, got in zip(prompts, preps, batched):
-        row = Row(list(prep.segments))
-        walker.enter(row, 0)
+    forked = decoder.decode_forked(prompts, [p.segments for p in preps], lambda k, d: preps[k].text_programs(d.values))
+    walker, codec = decoder.walker, decoder.codec
+    for prompt, prep, got, (trunk, texts) in zip(prompts, preps, batched, forked):
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        while not row.done:
-            if isinstance(row.segments[row.seg], Fixed):
-                walker.advance(row, decoder.codec.ids(row.segments[row.seg].text)[row.pos], 0.0)
-                continue
-            with torch.no_grad():
-                logits = model(input_ids=torch.tensor([ids + row.out])).logits[0, -1].float()
-            walker.advance(row, *walker.pick(row, logits, walker.mask(row)))
-        assert got.text == tokenizer.decode(row.out)
-        assert got.logp.keys() == row.logp.keys()
-        for k, v in row.logp.items():
-            assert abs(got.logp[k] - v) < 1e-3, k
+        out, values, logp = _reference(model, tokenizer, walker, codec, ids, prep.segments)
+        assert got.text == trunk.text == tokenizer.decode(out)
+        assert got.logp.keys() == logp.keys() == trunk.logp.keys()
+        for k, v in logp.items():
+            assert abs(got.logp[k] - v) < 1e-3 and abs(trunk.logp[k] - v) < 1e-3, k
+        programs = prep.text_programs(values)
+        assert len(texts) == len(programs) == len(prep.views)
+        for program, text in zip(programs, texts):
+            more, more_values, more_logp = _reference(model, tokenizer, walker, codec, ids + out, program)
+            assert text.text == tokenizer.decode(more) and text.values == more_values
+            assert text.logp.keys() == more_logp.keys()
+            assert all(abs(text.logp[k] - v) < 1e-3 for k, v in more_logp.items())

@@ -56,3 +56,34 @@ def test_a_split_or_seed_outside_the_ranges_is_refused():
         generated_examples(1, 1, split="test")
     with pytest.raises(ScenarioError, match="^seeds:"):
         generated_examples(2, 1, seed=999_999, split="eval")
+
+
+def test_a_fault_whose_logs_never_say_which_way_is_labelled_to_keep():
+    """An expert who reads the prompt cannot tell the direction of an opaque fault: the label keeps
+    it (the hub probes); where the logs say which way, faults are labelled to act."""
+    from rrsi.hub.lm.data import synthetic_examples
+
+    opaque = [r for e in synthetic_examples(bundled_scenario("opaque-symptoms"), 12, seed=5) for r in e.reflections]
+    assert all(r["action"] is None for r in opaque)
+    assert any("do not say which way" in r["root_cause"] for r in opaque)
+    clear = [r for e in synthetic_examples(bundled_scenario("loan-approval"), 12, seed=5) for r in e.reflections]
+    assert any(r["action"] is not None for r in clear)
+    assert not any("do not say which way" in r["root_cause"] for r in clear)
+
+
+def test_the_bundled_adapter_learns_from_generated_pipelines_and_who_and_when_never_a_bundled_scenario(
+    monkeypatch,
+):
+    from rrsi.graph.log_training import default_whowhen_dir
+    from rrsi.hub.lm import adapters
+
+    monkeypatch.setattr(adapters, "DEFAULT_PIPELINES", 2)
+    monkeypatch.setattr(adapters, "DEFAULT_PER_PIPELINE", 1)
+    examples, info = adapters.default_examples()
+    generated = [e for e in examples if e.source == GENERATED]
+    assert _seeds(generated) == {0, 1} and info["generated"]["seeds"] == [0, 1]
+    codes = {p.error_code for e in generated for s in e.incident.specs.values() for p in s.params}
+    bundled = {p.error_code for n in bundled_names() for a in bundled_scenario(n).agents for p in a.params}
+    assert codes and not codes & bundled
+    if default_whowhen_dir() is not None:  # ../shared beside the checkout, as in CI
+        assert {e.source for e in examples} == {GENERATED, "whowhen"} and "whowhen" in info

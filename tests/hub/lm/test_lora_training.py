@@ -102,7 +102,7 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
 
     inc, registry = incident
     model, tokenizer = lm
-    short = IncidentInput("inc-2", inc.attribution, inc.root_records[:3], {"up": inc.specs["up"]})
+    short = IncidentInput("inc-2", inc.attribution, inc.root_records[:10], {"up": inc.specs["up"]})
     examples = [_example(incident), Example(short, "up", _example(incident).reflections[1:], "user")]
     encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, TrainConfig())
     assert len(encoded[0].ids) != len(encoded[1].ids)
@@ -160,3 +160,19 @@ def test_train_reflector_cli_trains_then_continues_an_adapter(tmp_path, capsys):
     assert json.loads((first / "adapter_config.json").read_text()) == json.loads(
         (second / "adapter_config.json").read_text()
     )
+
+
+def test_an_example_the_template_cannot_write_is_refused_or_left_out_with_its_reason(incident, lm):
+    from rrsi.hub.lm.lora_training import encode_examples
+    from rrsi.hub.lm.segment_codec import SegmentCodec
+
+    inc, registry = incident
+    _, tokenizer = lm
+    few = type(inc)("inc-few", inc.attribution, inc.root_records[:3] + inc.root_records[-1:], inc.specs)
+    examples = [_example(incident), Example(few, "up", _example(incident).reflections, "user")]
+    codec = SegmentCodec(tokenizer)
+    with pytest.raises(SchemaError, match="inc-few.*reflections\\[1\\].action"):
+        encode_examples(examples, tokenizer, codec, registry, TrainConfig())
+    skipped = []
+    encoded = encode_examples(examples, tokenizer, codec, registry, TrainConfig(), skipped)
+    assert len(encoded) == 1 and [i for i, _ in skipped] == ["inc-few"] and "may act only" in skipped[0][1]

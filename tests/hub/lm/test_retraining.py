@@ -83,9 +83,7 @@ def test_promoted_actions_stay_rolled_back_ones_become_keep_unchanged(incident):
     assert by_agent["up"]["action"] == ("strict", "increase")
     assert by_agent["down"]["action"] is None
     assert by_agent["down"]["correction"] == "Keep length unchanged"
-    assert (
-        by_agent["down"]["root_cause"] == "summary: too few DOWN_FAIL_001 failures to tell"
-    )  # one failure of five needed
+    assert by_agent["down"]["root_cause"] == "summary: too few length failures to tell"  # one failure of five needed
     assert example.root_agent == "up" and example.source == "hub"
 
 

@@ -7,7 +7,7 @@ import pytest
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
 from rrsi.hub.lm.lm_reflector import parse_output
 from rrsi.hub.lm.prompt import PromptConfig, prepare
-from rrsi.hub.lm.template import render_values
+from rrsi.hub.lm.template import answer_text, render_values
 from tests.helpers import ROOT_UP_REFLECTIONS
 
 
@@ -47,9 +47,13 @@ def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
     codec = SegmentCodec(tokenizer)
     for ex in synthetic_examples(scenario, 5, seed=4):
         prep = prepare(ex.incident, scenario_registry(scenario))
-        ids, groups = codec.target(prep.segments, render_values(prep.views, ex.root_agent, ex.reflections))
-        assert len(ids) == len(groups) and {"error_type", "root_cause", "correction", "decision"} <= set(groups)
-        joint = parse_output(tokenizer.decode(ids), {}, prep)
+        values = render_values(prep.views, ex.root_agent, ex.reflections)
+        ids, groups = codec.target(prep.segments, values)
+        assert len(ids) == len(groups) and set(groups) - {None} <= {"error_type", "decision"}
+        for program in prep.text_programs(values):
+            ids, groups = codec.target(program, values)
+            assert len(ids) == len(groups) and set(groups) - {None} == {"root_cause", "correction"}
+        joint = parse_output(answer_text(prep.views, values), {}, prep)
         assert joint.root_agent == ex.root_agent
         assert [r.error_type for r in joint.reflections] == [r["error_type"] for r in ex.reflections]
 
@@ -74,8 +78,8 @@ def test_render_refuses_what_the_template_cannot_write(incident):
 def test_prompt_counts_each_params_failures(incident):
     inc, registry = incident
     text = prepare(inc, registry).text
-    assert "Agent up: 3 failing steps." in text
-    assert "- param strict [UP_FAIL_001, format]: 3 failures." in text
+    assert "Agent up: 10 failing steps." in text
+    assert "- param strict [UP_FAIL_001, format]: 10 failures." in text
     assert "- param length [DOWN_FAIL_001, logic]: 1 failures." in text
     # Agents with declared params: their counts, no scratchpad (unless asked for).
     assert "- last:" not in text
@@ -121,32 +125,63 @@ def test_vote_summary_names_direction_count_and_how_one_sided():
             for i in range(low + high)
         ]
 
-    # 9 of 10: P(X >= 9 | 10, 1/2) = 0.011, one-sided only above alpha 0.011.
-    assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry) == "p increase 9 of 10, mixed"
+    # 9 of 10: P(X >= 9 | 10, 1/2) = 0.011, one-sided only above alpha 0.011 (default: the hub's 1e-3).
+    assert vote_summary(spec, records("A_FAIL_001", 9, 1), registry) == "p (logic) 10 failures, increase 9 of 10, mixed"
     assert (
         vote_summary(spec, records("A_FAIL_001", 9, 1), registry, PromptConfig(alpha=0.02))
-        == "p increase 9 of 10, one-sided"
+        == "p (logic) 10 failures, increase 9 of 10, one-sided"
     )
-    assert vote_summary(spec, records("A_FAIL_001", 0, 7) + records("A_FAIL_002", 2, 1), registry) == (
-        "p decrease 7 of 7, one-sided; q increase 2 of 3, too few"
+    # 10 of 10: P = 0.00098 < 1e-3. The param with most failures comes last, beside the decisions.
+    assert vote_summary(spec, records("A_FAIL_001", 2, 1) + records("A_FAIL_002", 0, 10), registry) == (
+        "p (logic) 3 failures, increase 2 of 3, too few; q (logic) 10 failures, decrease 10 of 10, one-sided"
     )
-    assert vote_summary(spec, [], registry) == "no symptoms"
+    silent = [
+        step(trace=f"s{i}", step_id="a", agent="a", error_code="A_FAIL_001", scratchpad="failed") for i in range(4)
+    ]
+    assert vote_summary(spec, silent, registry) == "p (logic) 4 failures, no direction"
+    assert vote_summary(spec, [], registry) == "no failures of its params"
 
 
-def test_the_answer_restates_the_votes_then_acts_then_explains_and_names_the_root_last(incident, tokenizer):
+def test_the_answer_restates_the_votes_then_acts_names_the_root_last_then_explains(incident, tokenizer):
     from rrsi.hub.lm.segment_codec import SegmentCodec
 
     inc, registry = incident
     prep = prepare(inc, registry)
     reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
-    ids, _ = SegmentCodec(tokenizer).target(prep.segments, render_values(prep.views, "up", reflections))
-    text = tokenizer.decode(ids)
-    assert text.index('"evidence": "strict increase 3 of 3, too few"') < text.index('"actions": [{"param": "strict"')
-    assert text.index('"actions": [{"param": "strict"') < text.index('"root_cause": "date format: strict too low"')
-    assert text.rindex('"attributed_root": "up", "root_agent": "up"') > text.rindex('"correction"')
-    joint = parse_output(text, {}, prep)
+    values = render_values(prep.views, "up", reflections)
+    codec = SegmentCodec(tokenizer)
+    text = tokenizer.decode(codec.target(prep.segments, values)[0])
+    evidence = '"evidence": "strict (format) 10 failures, increase 10 of 10, one-sided", "actions": [{"param": "strict"'
+    assert text.index(evidence) < text.index('"error_type": "format"')
+    assert text.rindex('"attributed_root": "up", "root_agent": "up"}') == len(text) - len(
+        '"attributed_root": "up", "root_agent": "up"}'
+    )
+    assert "root_cause" not in text and "correction" not in text
+    # Each agent's texts restate its decisions, then explain them; a row never holds another agent's.
+    texts = [tokenizer.decode(codec.target(p, values)[0]) for p in prep.text_programs(values)]
+    assert texts[1].startswith(
+        '\n{"agent": "up", "evidence": "strict (format) 10 failures, increase 10 of 10, one-sided", '
+        '"action": "increase strict", "error_type": "format", "root_cause": "'
+    )
+    assert texts[1].index('"action": "increase strict"') < texts[1].index('"root_cause": "date format: strict too low"')
+    assert '"action": "keep"' in texts[0] and '"up"' not in texts[0]
+    joint = parse_output(answer_text(prep.views, values), {}, prep)
     assert joint.root_agent == "up" and "evidence" not in joint.reflections[1].model_dump()
     assert joint.reflections[1].actions[0].op == "increase"
+    assert joint.reflections[1].correction == "Increase strict"
+
+
+def test_a_free_text_target_is_cut_where_the_decoder_would_cut_it(incident, tokenizer):
+    from rrsi.hub.lm.segment_codec import SegmentCodec
+
+    inc, registry = incident
+    prep = prepare(inc, registry, PromptConfig(max_tokens=2))
+    values = render_values(prep.views, "up", [dict(r) for r in ROOT_UP_REFLECTIONS])
+    ids, groups = SegmentCodec(tokenizer).target(prep.text_programs(values)[1], values)
+    cause = [t for t, g in zip(ids, groups) if g == "root_cause"]
+    term = SegmentCodec(tokenizer).ids("date format")
+    # the term, at most two tokens of free text, and the token that closes the field
+    assert len(cause) <= len(term) + 2 + 1
 
 
 def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
@@ -155,4 +190,24 @@ def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
     inc, registry = incident
     text = prepare(inc, registry, PromptConfig(max_records=2)).text
     assert "Agent up: 2 failing steps." in text and "- param strict [UP_FAIL_001, format]: 2 failures." in text
-    assert prepare(inc, registry, PromptConfig(max_records=2)).views[1].evidence == "strict increase 2 of 2, too few"
+    evidence = prepare(inc, registry, PromptConfig(max_records=2)).views[1].evidence
+    assert evidence == "strict (format) 2 failures, increase 2 of 2, too few"
+
+
+def test_only_params_whose_logs_give_a_direction_can_be_acted_on(incident):
+    """Ten failures of up all say "too low": up may act on strict; with three it has only "no action"
+    to choose, and a label acting there cannot be written (the hub would not act on it either)."""
+    inc, registry = incident
+    prep = prepare(inc, registry)
+    assert prep.views[1].action_options()[0] == "[]" and len(prep.views[1].action_options()) == 3
+    assert prep.views[0].action_options() == ("[]",)  # down: one failure
+    assert prep.views[1].type_options() == ("format",)
+    few = type(inc)("inc-3", inc.attribution, inc.root_records[:3] + inc.root_records[-1:], inc.specs)
+    prep = prepare(few, registry)
+    assert prep.views[1].action_options() == ("[]",)
+    with pytest.raises(ValueError, match=r"reflections\[1\].action: up may act only"):
+        render_values(prep.views, "up", [dict(r) for r in ROOT_UP_REFLECTIONS])
+    wrong_type = [dict(r) for r in ROOT_UP_REFLECTIONS]
+    wrong_type[1]["error_type"] = "safety"
+    with pytest.raises(ValueError, match=r"reflections\[1\].error_type"):
+        render_values(prepare(inc, registry).views, "up", wrong_type)
