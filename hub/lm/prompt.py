@@ -1,10 +1,10 @@
 """The LM Reflector's prompt: a compact text view of one incident.
 
 The prompt names the attributed root agent and, for each agent with root-attributed failing
-records, its failing-step count, its domain terms, per declared param its error code, error
-type and how many of the failing steps carry that code; the last scratchpad only for an agent
-without declared params (a Who&When participant: the prompt has nothing else to say about its
-failure), since for the others the counts and the answer's restated votes summarize what the
+records, its failing-step count and its domain terms (with ``param_lines``, also a line per
+declared param: its error code, error type and failures); the last scratchpad only for an
+agent without declared params (a Who&When participant: the prompt has nothing else to say
+about its failure), since for the others the answer's restated evidence summarizes what the
 scratchpads say, in a seventh of the tokens.
 
 The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's evidence
@@ -67,6 +67,9 @@ class PromptConfig(_Model):
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
         alpha, min_votes: when a param's symptom votes are called ``one-sided`` (see above).
+        param_lines: a line per declared param with its error code, error type and failures
+            (off by default: the answer's evidence restates each param with failures, with its
+            type and failures, right before the decisions; the lines made up half a prompt).
     """
 
     steps_per_agent: int = Field(default=1, ge=0, le=32)
@@ -76,6 +79,7 @@ class PromptConfig(_Model):
     max_records: int = Field(default=40, ge=1, le=100_000)
     alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)  # HubConfig.alpha: the rule Reflector's test
     min_votes: int = Field(default=5, ge=1)
+    param_lines: bool = False
 
 
 @dataclass(frozen=True)
@@ -234,7 +238,7 @@ def prompt_text(
     for agent, records in evidence.items():
         terms = ", ".join(context.domain_terms.get(agent, [])) or "none"
         lines.append(f"Agent {agent}: {len(records)} failing steps. Terms: {terms}.")
-        for p in specs[agent].params:
+        for p in specs[agent].params if config.param_lines else ():
             n = sum(r.error_code == p.error_code for r in records) if p.error_code else 0
             lines.append(f"- param {p.name} [{p.error_code or 'no code'}, {p.error_type}]: {n} failures.")
         shown = config.steps_per_param_agent if specs[agent].params else config.steps_per_agent

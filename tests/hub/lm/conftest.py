@@ -18,7 +18,8 @@ def lm():
 
 @pytest.fixture
 def incident():
-    """Two agents with root failures: up (too low, ten: their logs point one way at the hub's alpha) and down (too high, one)."""
+    """Two agents with root failures: up (too low, ten: their logs point one way at the hub's alpha)
+    and down (too high, one)."""
     from rrsi.error_codes import default_registry
     from rrsi.hub.lm.prompt import IncidentInput
     from rrsi.schema import AgentSpec, Attribution

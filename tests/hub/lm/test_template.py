@@ -77,10 +77,12 @@ def test_render_refuses_what_the_template_cannot_write(incident):
 
 def test_prompt_counts_each_params_failures(incident):
     inc, registry = incident
-    text = prepare(inc, registry).text
+    text = prepare(inc, registry, PromptConfig(param_lines=True)).text
     assert "Agent up: 10 failing steps." in text
     assert "- param strict [UP_FAIL_001, format]: 10 failures." in text
     assert "- param length [DOWN_FAIL_001, logic]: 1 failures." in text
+    # By default the answer's evidence says it, right before the decisions.
+    assert "- param" not in prepare(inc, registry).text and "Agent up: 10 failing steps." in prepare(inc, registry).text
     # Agents with declared params: their counts, no scratchpad (unless asked for).
     assert "- last:" not in text
     assert prepare(inc, registry, PromptConfig(steps_per_param_agent=1)).text.count("- last: up:") == 1
@@ -188,7 +190,7 @@ def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
     from rrsi.hub.lm.prompt import PromptConfig
 
     inc, registry = incident
-    text = prepare(inc, registry, PromptConfig(max_records=2)).text
+    text = prepare(inc, registry, PromptConfig(max_records=2, param_lines=True)).text
     assert "Agent up: 2 failing steps." in text and "- param strict [UP_FAIL_001, format]: 2 failures." in text
     evidence = prepare(inc, registry, PromptConfig(max_records=2)).views[1].evidence
     assert evidence == "strict (format) 2 failures, increase 2 of 2, too few"
