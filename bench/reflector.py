@@ -115,10 +115,7 @@ def main() -> None:
     if adapter is not None and not has_adapter(adapter):
         adapter = None
     precisions = {"old": "fp32", "new": args.precision}
-    models = {
-        name: load_adapted(adapter, adapter_base(adapter), "cpu", precision=p)
-        for name, p in precisions.items()
-    }
+    models = {name: load_adapted(adapter, adapter_base(adapter), "cpu", precision=p) for name, p in precisions.items()}
     if args.int8:
         models["new+int8"] = quantize_int8(copy.deepcopy(models["old"]))
     report = {}
