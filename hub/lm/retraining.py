@@ -30,6 +30,7 @@ A plan promoted and later rolled back by hand after its sample was labelled keep
 from __future__ import annotations
 
 import concurrent.futures
+import dataclasses
 import json
 import logging
 import time
@@ -40,14 +41,15 @@ from typing import Literal
 
 from pydantic import Field
 
+from rrsi.agents.self_reflection import symptom_votes
 from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.lm.data import example_from_row, label_texts
-from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
+from rrsi.hub.lm.data import Example, example_from_row, label_texts
+from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare, verdict
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
 
-__all__ = ["RetrainingPolicy", "Retrainer", "sample_row", "settled_row", "retrain_adapter", "DAY_S"]
+__all__ = ["RetrainingPolicy", "Retrainer", "sample_row", "settled_row", "writable", "retrain_adapter", "DAY_S"]
 
 DAY_S = 86_400.0
 log = logging.getLogger(__name__)
@@ -185,6 +187,33 @@ def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | Non
     return {**row, "reflection": {**row["reflection"], "reflections": sorted(reflections, key=lambda r: r["agent"])}}
 
 
+def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
+    """``example`` with each action the answer's template cannot write turned into "keep".
+
+    The template lets an agent act only on a param whose failures' logs, as the sample shows
+    them, point one way; a promoted action elsewhere (a probe found the direction, or the
+    evidence the hub acted on lies outside the sample's window) is not a decision the model
+    could have made from its prompt, so the sample teaches it what it could: keep, saying why.
+    """
+    prep = prepare(example.incident, registry)
+    views = {v.name: v for v in prep.views} if prep is not None else {}
+    out = []
+    for r in example.reflections:
+        view, action = views.get(r["agent"]), r.get("action")
+        if view is not None and action is not None:
+            if json.dumps([{"param": action[0], "op": action[1]}]) not in view.action_options():
+                spec = example.incident.specs[r["agent"]]
+                records = [x for x in example.incident.root_records if x.agent == spec.name and x.failed]
+                votes = symptom_votes(spec, records, registry).get(action[0], Counter())
+                why = {"too few": "opaque" if votes.total() == 0 else "few", "mixed": "mixed"}.get(
+                    verdict(votes), "mixed"
+                )
+                term = (spec.domain_terms or [spec.name])[0]
+                r = {"agent": spec.name, **label_texts(spec, term, action[0], None, few=why)}
+        out.append(r)
+    return dataclasses.replace(example, reflections=out)
+
+
 def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str, policy: RetrainingPolicy) -> dict:
     """Continue ``adapter`` on the sample rows and replace it atomically; returns the training report.
 
@@ -194,7 +223,7 @@ def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str,
     from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained  # torch and peft: only when a run starts
     from rrsi.hub.lm.lora_training import TrainConfig
 
-    examples = [example_from_row(r, f"sample {r.get('incident_id')!r}", source="hub") for r in rows]
+    examples = [writable(example_from_row(r, f"sample {r.get('incident_id')!r}", source="hub"), registry) for r in rows]
     info = Path(adapter) / "training.json"
     previous = json.loads(info.read_text()).get("config", {}) if info.is_file() else DEFAULT_TRAINING
     config = {k: v for k, v in previous.items() if k in TrainConfig.model_fields}

@@ -295,3 +295,16 @@ def test_a_ray_task_continues_the_adapter_and_swaps_it_in_place(tmp_path, incide
     after = load_file(adapter / "adapter_model.safetensors")
     assert before.keys() == after.keys()  # the same adapter (r=2 on q/v), trained further
     assert any(not torch.equal(before[k], after[k]) for k in before)
+
+
+def test_a_promoted_action_the_prompt_gives_no_grounds_for_is_learned_as_keep(incident):
+    """down's one failure cannot justify acting on length: its promoted decrease (a probe's, say)
+    is taught as "keep"; up's ten one-sided failures keep their increase."""
+    from rrsi.hub.lm.retraining import writable
+
+    inc, registry = incident
+    example = writable(example_from_row(sample_row(inc, _joint()), source="hub"), registry)
+    by_agent = {r["agent"]: r for r in example.reflections}
+    assert by_agent["up"]["action"] == ("strict", "increase")
+    assert by_agent["down"]["action"] is None and by_agent["down"]["correction"] == "Keep length unchanged"
+    assert by_agent["down"]["root_cause"] == "summary: too few length failures to tell"
