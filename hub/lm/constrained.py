@@ -203,9 +203,14 @@ class ConstrainedDecoder:
         wanted = [branches(k, d) for k, d in enumerate(trunks)]
         if not self.options.fork:
             wanted = [[[seg for p in ps for seg in p]] if ps else [] for ps in wanted]
+        out = iter(self._branch(rows, ids, state, wanted))
+        return [(d, [next(out) for _ in ps]) for d, ps in zip(trunks, wanted)]
+
+    def _branch(self, rows: list[Row], ids: list[list[int]], state: _Pass, wanted: list) -> list[Decoded]:
+        """Decode the programs ``wanted[k]`` of each done row ``k`` on copies of its cache, all at once."""
         parent = [k for k, ps in enumerate(wanted) for _ in ps]
         if not parent:
-            return [(d, []) for d in trunks]
+            return []
         # The trunk's last tokens (its final pick and the text forced after it) are not in the
         # cache yet: the loop stops before feeding them. Each branch feeds them first.
         cached = [int(state.last[k]) + 1 - len(ids[k]) for k in range(len(rows))]
@@ -219,8 +224,7 @@ class ConstrainedDecoder:
         state = self._fork(state, parent)
         self._feed(chunks, state)
         self._until_done(subs, sub_index, chunks, state)
-        out = iter(self._decoded(r) for r in subs)
-        return [(d, [next(out) for _ in ps]) for d, ps in zip(trunks, wanted)]
+        return [self._decoded(r) for r in subs]
 
     def _rows(self, programs: list[list[Segment]], seen: list[list[int]]) -> tuple[list[Row], list]:
         """A row entering each program and, with guesses on, an n-gram index of the tokens it follows."""

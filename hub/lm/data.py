@@ -32,12 +32,12 @@ from typing import NamedTuple
 import numpy as np
 
 from rrsi.agents.executor import ExecutionResult, Task
-from rrsi.agents.self_reflection import symptom_votes
 from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.baselines import combine, most_upstream, root_steps
-from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, verdict
+from rrsi.hub.lm.labels import expert_label
+from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.template import VERBS
 from rrsi.scenario import Scenario
 from rrsi.schema import (
@@ -61,7 +61,6 @@ __all__ = [
     "whowhen_examples",
     "load_jsonl",
     "example_from_row",
-    "label_texts",
     "sqrt_frequency_weights",
     "WHOWHEN_CODE",
 ]
@@ -153,73 +152,6 @@ def _failing_trace(steps: dict[str, _Step]) -> Trace | None:
     return Trace.from_steps(records)
 
 
-_KEEP_CAUSES = {
-    "few": "{term}: too few {param} failures to tell",
-    "mixed": "{term}: {param} failures point both ways",
-    "opaque": "{term}: {param} failures do not say which way",
-}
-
-
-def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool | str = False) -> dict:
-    """The expert texts of one agent: acting on ``param`` (``op``), or keeping it (``op`` None)
-    because its failures point both ways (``few`` False or ``"mixed"``), are too few to tell
-    (True or ``"few"``), or do not say which way (``"opaque"``: too few of their logs name a
-    direction; the hub then probes)."""
-    p = spec.param(param)
-    if op is None:
-        why = {True: "few", False: "mixed"}.get(few, few)
-        if why not in _KEEP_CAUSES:
-            raise ValueError(f"few: expected a bool, 'few', 'mixed' or 'opaque' (got {few!r})")
-        return {
-            "error_type": p.error_type,
-            "root_cause": _KEEP_CAUSES[why].format(term=term, param=param)[:ROOT_CAUSE_CHARS],
-            "correction": f"Keep {param} unchanged"[:CORRECTION_CHARS],
-            "action": None,
-        }
-    side = "low" if op == "increase" else "high"
-    return {
-        "error_type": p.error_type,
-        "root_cause": f"{term}: {param} too {side} causes most {param} failures"[:ROOT_CAUSE_CHARS],
-        "correction": f"{op.capitalize()} {param} by one bounded step"[:CORRECTION_CHARS],
-        "action": (param, op),
-    }
-
-
-def _label(
-    scenario: Scenario,
-    spec: AgentSpec,
-    records: list[StepRecord],
-    truths: list[dict],
-    values: dict,
-    min_evidence: int,
-    registry: ErrorCodeRegistry,
-) -> dict:
-    """The expert reflection of one agent from the simulator's truth about its root failures.
-
-    An agent whose own param caused most of its failures, at least ``min_evidence``, is labelled
-    to act on it, towards the optimum, when its logs point one way (:func:`~rrsi.hub.lm.prompt.verdict`,
-    the hub's own test of any action); otherwise it keeps it, saying why: its logs point both
-    ways, or too few of them name a direction (opaque symptoms: the hub then probes). An expert
-    who reads the same prompt could justify no more."""
-    caused = Counter(t["param"] for t in truths if t["cause"] == "param")
-    term = (spec.domain_terms or [spec.name])[0]
-    if sum(caused.values()) * 2 > len(truths):
-        param, n = caused.most_common(1)[0]
-        if n < min_evidence:
-            return {"agent": spec.name, **label_texts(spec, term, param, None, few=True)}
-        votes = symptom_votes(spec, records, registry).get(param, Counter())
-        said = verdict(votes)
-        if said == "one-sided":
-            optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
-            op = "increase" if values[param] < optimum else "decrease"
-            return {"agent": spec.name, **label_texts(spec, term, param, op)}
-        why = "mixed" if said == "mixed" else "opaque"
-        return {"agent": spec.name, **label_texts(spec, term, param, None, few=why)}
-    code = Counter(r.error_code for r in records).most_common(1)[0][0]
-    param = next(p.name for p in spec.params if p.error_code == code)
-    return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
-
-
 def _root_failures(pipeline: Pipeline, run_step: RunStep, name: str, n_tasks: int) -> tuple[list, dict, list]:
     """The root failing steps of ``n_tasks`` traces run through ``pipeline``, the simulator's truth
     of each root step (per agent), and the most-upstream attribution of each failed trace."""
@@ -250,7 +182,8 @@ def _labels(
     by_agent = {a: [r for r in roots if r.agent == a][-shown:] for a in sorted(truths)}
     truths = {a: t[-shown:] for a, t in truths.items()}
     reflections = [
-        _label(scenario, specs[a], recs, truths[a], values[a], min_evidence, registry) for a, recs in by_agent.items()
+        expert_label(scenario, specs[a], recs, truths[a], values[a], min_evidence, registry)
+        for a, recs in by_agent.items()
     ]
     caused = {a: sum(t["cause"] == "param" for t in truths[a]) for a in by_agent}
     return reflections, caused

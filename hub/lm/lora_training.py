@@ -21,7 +21,6 @@ import logging
 import math
 import random
 import time
-import zlib
 from pathlib import Path
 
 import torch
@@ -33,9 +32,9 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
 from rrsi.hub.lm.data import Example, sqrt_frequency_weights
-from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
+from rrsi.hub.lm.encoding import Encoded, encode_examples
+from rrsi.hub.lm.prompt import PromptConfig
 from rrsi.hub.lm.segment_codec import SegmentCodec
-from rrsi.hub.lm.template import render_values
 from rrsi.schema import _Model, validate
 
 log = logging.getLogger(__name__)
@@ -43,10 +42,7 @@ log = logging.getLogger(__name__)
 __all__ = [
     "FieldWeights",
     "TrainConfig",
-    "Encoded",
-    "encode_examples",
     "loss_positions",
-    "token_shares",
     "weighted_loss",
     "group_totals",
     "train_lora",
@@ -126,88 +122,6 @@ class TrainConfig(_Model):
 
     def resolved_device(self) -> str:
         return resolve_device(self.device)
-
-
-CHOICE_GROUPS = ("error_type", "decision")
-
-
-class Encoded:
-    """One tokenized example: ids and, per token, the loss group (``None``: no loss) and
-    its share of a unit of that group (:func:`token_shares`)."""
-
-    def __init__(self, ids: list[int], groups: list[str | None], error_type: str) -> None:
-        self.ids, self.groups, self.error_type = ids, groups, error_type
-        self.shares = token_shares(groups)
-
-
-def token_shares(groups: list[str | None]) -> list[float]:
-    """1 per token of a text group; 1/len for each token of a run of a choice group.
-
-    A choice's tokens (and the token closing it) are one contiguous run of its group, so
-    the shares of a group sum to its number of tokens (text) or of choices.
-    """
-    shares = [0.0] * len(groups)
-    t = 0
-    while t < len(groups):
-        end = t
-        while end < len(groups) and groups[end] == groups[t]:
-            end += 1
-        if groups[t] is not None:
-            share = 1.0 / (end - t) if groups[t] in CHOICE_GROUPS else 1.0
-            shares[t:end] = [share] * (end - t)
-        t = end
-    return shares
-
-
-def encode_examples(
-    examples: list[Example],
-    tokenizer,
-    codec: SegmentCodec,
-    registry: ErrorCodeRegistry,
-    config: TrainConfig,
-    skipped: list[tuple[str, str]] | None = None,
-) -> list[Encoded]:
-    """Tokenize examples into prompt + target answer with loss groups.
-
-    The target is what the decoder writes on one row: the decisions, then the texts of one
-    agent (the texts of each agent continue the decisions on a row of their own, so a row never
-    sees another agent's texts); which agent's is fixed by a hash of the incident id.
-
-    Args:
-        skipped: when given, an example whose reflection the template cannot write (an action
-            on a param whose logs give no direction, an error type none of the agent's params
-            has) is left out, logged, and appended here as ``(incident id, reason)``; otherwise
-            it raises.
-
-    Raises:
-        SchemaError: an incident without failing records of a registered agent, or (without
-            ``skipped``) a reflection the template cannot write; names the incident.
-    """
-    out = []
-    for ex in examples:
-        prep = prepare(ex.incident, registry, config.prompt)
-        if prep is None:
-            raise SchemaError(
-                f"examples: incident {ex.incident.incident_id!r} has no failing records of a registered agent"
-            )
-        try:
-            values = render_values(prep.views, ex.root_agent, ex.reflections)
-        except ValueError as exc:
-            if skipped is None:
-                raise SchemaError(f"examples: incident {ex.incident.incident_id!r}: {exc}") from None
-            log.warning("examples: incident %s left out: %s", ex.incident.incident_id, exc)
-            skipped.append((ex.incident.incident_id, str(exc)))
-            continue
-        target, groups = codec.target(prep.segments, values)
-        texts = prep.text_programs(values)[zlib.crc32(ex.incident.incident_id.encode()) % len(prep.views)]
-        more, more_groups = codec.target(texts, values)
-        target, groups = target + more, groups + more_groups
-        if ex.groups is not None:
-            groups = [g if g in ex.groups else None for g in groups]
-        prompt = tokenizer(chat_prompt(tokenizer, prep.text), add_special_tokens=False)["input_ids"]
-        prompt = prompt[-max(1, config.max_length - len(target)) :]
-        out.append(Encoded(prompt + target, [None] * len(prompt) + groups, ex.error_type))
-    return out
 
 
 def _batch(
@@ -386,6 +300,19 @@ def _train_steps(
     }
 
 
+def _encoded(examples: list[Example], tokenizer, registry: ErrorCodeRegistry, config: TrainConfig) -> tuple:
+    """The examples the template can write, encoded, and ``(incident id, reason)`` of the others.
+
+    Raises:
+        SchemaError: it can write none of them.
+    """
+    skipped: list[tuple[str, str]] = []
+    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, config, skipped)
+    if not encoded:
+        raise SchemaError(f"examples: the template can write none of them (first: {skipped[0][0]}: {skipped[0][1]})")
+    return encoded, skipped
+
+
 def train_lora(
     examples: list[Example],
     registry: ErrorCodeRegistry,
@@ -403,9 +330,8 @@ def train_lora(
         progress: show a tqdm bar.
 
     Returns:
-        ``{"steps", "precision", "loss_first", "loss_last", "seconds", "device", "examples"}``
-        (examples trained on) and ``"skipped"`` (those the template cannot write, with the
-        reason); the trained model is under ``"model"``.
+        ``{"steps", "precision", "loss_first", "loss_last", "seconds", "device", "examples"}``, ``"skipped"``
+        (examples the template cannot write, with the reason); the trained model under ``"model"``.
     """
     config = validate(TrainConfig, config or {}, where="train")
     if not examples:
@@ -415,10 +341,7 @@ def train_lora(
     if device == "cpu":
         torch.set_num_threads(config.threads)
     tokenizer = load_tokenizer(config.base)
-    skipped: list[tuple[str, str]] = []
-    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, config, skipped)
-    if not encoded:
-        raise SchemaError(f"examples: the template can write none of them (first: {skipped[0][0]}: {skipped[0][1]})")
+    encoded, skipped = _encoded(examples, tokenizer, registry, config)
     model = _peft_model(config, device)
     weights = sqrt_frequency_weights(encoded)  # Encoded carries its example's error type
     t0 = time.perf_counter()
@@ -427,11 +350,6 @@ def train_lora(
     if out is not None:
         model.save_pretrained(out)
         tokenizer.save_pretrained(out)
-    return {
-        **report,
-        "seconds": time.perf_counter() - t0,
-        "device": device,
-        "examples": len(encoded),
-        "skipped": [{"incident": i, "reason": why} for i, why in skipped],
-        "model": model,
-    }
+    skipped = [{"incident": i, "reason": why} for i, why in skipped]
+    ran = {"seconds": time.perf_counter() - t0, "device": device, "examples": len(encoded), "skipped": skipped}
+    return {**report, **ran, "model": model}

@@ -44,7 +44,8 @@ from pydantic import Field
 from rrsi.agents.self_reflection import symptom_votes
 from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.lm.data import Example, example_from_row, label_texts
+from rrsi.hub.lm.data import Example, example_from_row
+from rrsi.hub.lm.labels import label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare, verdict
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store

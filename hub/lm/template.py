@@ -209,6 +209,26 @@ def answer_text(agents: list[AgentView], values: dict[str, str]) -> str:
     return json.dumps({"reflections": reflections, "root_agent": values["root_agent"]})
 
 
+def _decisions(i: int, agent: AgentView, r: dict) -> str:
+    """The action list ``r`` (the ``i``-th reflection) decides, checked against what ``agent`` may choose.
+
+    Raises:
+        ValueError: an action or error type outside the agent's options; names the field.
+    """
+    action = r.get("action")
+    actions = json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]"
+    if actions not in agent.action_options():
+        raise ValueError(
+            f"reflections[{i}].action: {agent.name} may act only on params whose logs give a direction "
+            f"({list(agent.actionable or ())}; got {action[0]!r})"
+        )
+    if r["error_type"] not in agent.type_options():
+        raise ValueError(
+            f"reflections[{i}].error_type: must be one of {list(agent.type_options())} (got {r['error_type']!r})"
+        )
+    return actions
+
+
 # The loss weight group of each named segment (see lora_training.FieldWeights).
 FIELD_OF = {
     "root_agent": "decision",
@@ -246,17 +266,7 @@ def render_values(agents: list[AgentView], root_agent: str, reflections: list[di
             raise ValueError(
                 f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})"
             )
-        action = r.get("action")
-        actions = json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]"
-        if actions not in a.action_options():
-            raise ValueError(
-                f"reflections[{i}].action: {a.name} may act only on params whose logs give a direction "
-                f"({list(a.actionable or ())}; got {action[0]!r})"
-            )
-        if r["error_type"] not in a.type_options():
-            raise ValueError(
-                f"reflections[{i}].error_type: must be one of {list(a.type_options())} (got {r['error_type']!r})"
-            )
+        actions = _decisions(i, a, r)
         values.update(
             {
                 f"{i}.error_type": r["error_type"],

@@ -51,7 +51,7 @@ def test_qlora_step_runs_on_cpu(incident):
 
 
 def test_choice_tokens_share_one_unit_and_text_tokens_one_each():
-    from rrsi.hub.lm.lora_training import token_shares
+    from rrsi.hub.lm.encoding import token_shares
 
     groups = [
         None,
@@ -96,7 +96,8 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
     import torch
     from peft import LoraConfig, get_peft_model
 
-    from rrsi.hub.lm.lora_training import FieldWeights, _batch, _parts, _step_loss, encode_examples, group_totals
+    from rrsi.hub.lm.encoding import encode_examples
+    from rrsi.hub.lm.lora_training import FieldWeights, _batch, _parts, _step_loss, group_totals
     from rrsi.hub.lm.prompt import IncidentInput
     from rrsi.hub.lm.segment_codec import SegmentCodec
 
@@ -163,7 +164,7 @@ def test_train_reflector_cli_trains_then_continues_an_adapter(tmp_path, capsys):
 
 
 def test_an_example_the_template_cannot_write_is_refused_or_left_out_with_its_reason(incident, lm):
-    from rrsi.hub.lm.lora_training import encode_examples
+    from rrsi.hub.lm.encoding import encode_examples
     from rrsi.hub.lm.segment_codec import SegmentCodec
 
     inc, registry = incident

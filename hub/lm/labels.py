@@ -1,0 +1,83 @@
+"""The expert labels of simulated incidents: what an expert who reads the prompt would answer.
+
+:func:`label_texts` writes one agent's texts for an action or for "keep" (with the reason);
+:func:`expert_label` decides from the simulator's truth and the evidence the prompt shows.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from rrsi.agents.self_reflection import symptom_votes
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.hub.lm.prompt import verdict
+from rrsi.scenario import Scenario
+from rrsi.schema import CORRECTION_CHARS, ROOT_CAUSE_CHARS, AgentSpec, StepRecord
+
+__all__ = ["label_texts", "expert_label"]
+
+_KEEP_CAUSES = {
+    "few": "{term}: too few {param} failures to tell",
+    "mixed": "{term}: {param} failures point both ways",
+    "opaque": "{term}: {param} failures do not say which way",
+}
+
+
+def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool | str = False) -> dict:
+    """The expert texts of one agent: acting on ``param`` (``op``), or keeping it (``op`` None)
+    because its failures point both ways (``few`` False or ``"mixed"``), are too few to tell
+    (True or ``"few"``), or do not say which way (``"opaque"``: too few of their logs name a
+    direction; the hub then probes)."""
+    p = spec.param(param)
+    if op is None:
+        why = {True: "few", False: "mixed"}.get(few, few)
+        if why not in _KEEP_CAUSES:
+            raise ValueError(f"few: expected a bool, 'few', 'mixed' or 'opaque' (got {few!r})")
+        return {
+            "error_type": p.error_type,
+            "root_cause": _KEEP_CAUSES[why].format(term=term, param=param)[:ROOT_CAUSE_CHARS],
+            "correction": f"Keep {param} unchanged"[:CORRECTION_CHARS],
+            "action": None,
+        }
+    side = "low" if op == "increase" else "high"
+    return {
+        "error_type": p.error_type,
+        "root_cause": f"{term}: {param} too {side} causes most {param} failures"[:ROOT_CAUSE_CHARS],
+        "correction": f"{op.capitalize()} {param} by one bounded step"[:CORRECTION_CHARS],
+        "action": (param, op),
+    }
+
+
+def expert_label(
+    scenario: Scenario,
+    spec: AgentSpec,
+    records: list[StepRecord],
+    truths: list[dict],
+    values: dict,
+    min_evidence: int,
+    registry: ErrorCodeRegistry,
+) -> dict:
+    """The expert reflection of one agent from the simulator's truth about its root failures.
+
+    An agent whose own param caused most of its failures, at least ``min_evidence``, is labelled
+    to act on it, towards the optimum, when its logs point one way (:func:`~rrsi.hub.lm.prompt.verdict`,
+    the hub's own test of any action); otherwise it keeps it, saying why: its logs point both
+    ways, or too few of them name a direction (opaque symptoms: the hub then probes). An expert
+    who reads the same prompt could justify no more."""
+    caused = Counter(t["param"] for t in truths if t["cause"] == "param")
+    term = (spec.domain_terms or [spec.name])[0]
+    if sum(caused.values()) * 2 > len(truths):
+        param, n = caused.most_common(1)[0]
+        if n < min_evidence:
+            return {"agent": spec.name, **label_texts(spec, term, param, None, few=True)}
+        votes = symptom_votes(spec, records, registry).get(param, Counter())
+        said = verdict(votes)
+        if said == "one-sided":
+            optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
+            op = "increase" if values[param] < optimum else "decrease"
+            return {"agent": spec.name, **label_texts(spec, term, param, op)}
+        why = "mixed" if said == "mixed" else "opaque"
+        return {"agent": spec.name, **label_texts(spec, term, param, None, few=why)}
+    code = Counter(r.error_code for r in records).most_common(1)[0][0]
+    param = next(p.name for p in spec.params if p.error_code == code)
+    return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
