@@ -159,22 +159,16 @@ def agent_views(
     those whose failures' logs point one way (:func:`verdict`), as the hub's own test asks of
     any action it applies."""
     config = config or PromptConfig()
+    known = records is not None and registry is not None
     views = []
     for a in agents:
         spec = specs[a]
-        evidence = _param_evidence(spec, records[a], registry) if records is not None and registry else []
-        views.append(
-            AgentView(
-                a,
-                tuple(p.name for p in spec.params),
-                tuple(context.domain_terms.get(a, ())),
-                _summary(evidence, config) if records is not None and registry else "",
-                tuple(p.name for p, _, v in evidence if verdict(v, config) == "one-sided")
-                if records is not None
-                else None,
-                tuple(sorted({p.error_type for p in spec.params})),
-            )
-        )
+        evidence = _param_evidence(spec, records[a], registry) if known else []
+        acting = tuple(p.name for p, _, v in evidence if verdict(v, config) == "one-sided")
+        types = tuple(sorted({p.error_type for p in spec.params}))
+        terms = tuple(context.domain_terms.get(a, ()))
+        summary = _summary(evidence, config) if known else ""
+        views.append(AgentView(a, tuple(p.name for p in spec.params), terms, summary, acting if known else None, types))
     return views
 
 
