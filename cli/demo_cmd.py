@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import tempfile
 import time
@@ -114,7 +115,7 @@ def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
             "[bold]First use: training the LM Reflector's LoRA adapter on incidents of generated pipelines "
             "(about 3 minutes on 2 cores; --reflector rule skips it)[/bold]"
         )
-    adapter = adapters.ensure_adapter(progress=True)
+    adapter = adapters.ensure_adapter(progress=True, workers=min(2, os.cpu_count() or 1))  # before Ray starts
     if config.retrain:
         copy = workdir / "adapter"
         shutil.rmtree(copy, ignore_errors=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 from pathlib import Path
 
 from rich.table import Table
@@ -33,7 +34,9 @@ def _examples(args: argparse.Namespace) -> list:
     incidents = args.incidents if args.incidents is not None else (0 if args.generated else TRAIN_INCIDENTS)
     examples = lazy.lm_data.synthetic_examples(scenario, incidents, seed=args.seed) if incidents else []
     if args.generated:
-        examples += lazy.lm_generated.generated_examples(args.generated, args.per_pipeline, seed=args.seed)
+        examples += lazy.lm_generated.generated_examples(
+            args.generated, args.per_pipeline, seed=args.seed, workers=min(2, os.cpu_count() or 1)
+        )
     if args.whowhen:
         path = Path(args.whowhen)
         if not path.is_dir():
@@ -118,7 +121,9 @@ def _eval_sources(args: argparse.Namespace, scenarios: list[Scenario]) -> list[t
         return []
     sources = [(s.name, lazy.lm_data.synthetic_examples(s, args.incidents, seed=args.seed)) for s in scenarios]
     if args.generated:
-        examples = lazy.lm_generated.generated_examples(args.generated, args.incidents, seed=args.seed, split="eval")
+        examples = lazy.lm_generated.generated_examples(
+            args.generated, args.incidents, seed=args.seed, split="eval", workers=min(2, os.cpu_count() or 1)
+        )
         sources.append((GENERATED, examples))
     return sources
 

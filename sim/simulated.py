@@ -60,6 +60,36 @@ def _bad(value: object) -> bool:
     return isinstance(value, dict) and (not value.get("ok", True) or bool(value.get(DEFECT)))
 
 
+class _HardDraws:
+    """The hard-failure stream of one call, made when first asked: its uniforms for relaying,
+    silence and symptom clarity (in that order), then the generator for the confidence.
+
+    A generator costs more than the draws of most calls, and a step of a scenario without the
+    hard-failure keys needs none of it (a test ``u < 0`` or ``u < 1`` is decided without ``u``);
+    made lazily, the stream still yields exactly what it yields when made up front.
+    """
+
+    __slots__ = ("_make", "_rng", "_u")
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._rng: np.random.Generator | None = None
+        self._u: np.ndarray | None = None
+
+    def rng(self) -> np.random.Generator:
+        if self._rng is None:
+            self._rng = self._make()
+            self._u = self._rng.random(3)
+        return self._rng
+
+    def below(self, i: int, p: float) -> bool:
+        """Whether uniform ``i`` (0 relay, 1 silent, 2 clarity) falls below ``p``."""
+        if p <= 0.0 or p >= 1.0:
+            return p >= 1.0
+        self.rng()
+        return bool(self._u[i] < p)
+
+
 class SimulatedExecutor:
     """One scenario agent as an :class:`~rrsi.agents.executor.Executor`.
 
@@ -87,16 +117,15 @@ class SimulatedExecutor:
         return np.random.default_rng([*self.seed, _stable_hash(task_id), *extra])
 
     def __call__(self, task: Task, params: dict[str, float]) -> ExecutionResult:
-        rng, hard = self._rng(task.task_id), self._rng(task.task_id, 1)
+        rng, hard = self._rng(task.task_id), _HardDraws(lambda: self._rng(task.task_id, 1))
         bad_input = any(_bad(v) for v in task.inputs.values())
         u_prop, u_fail, u_cause, u_dir = rng.random(4)
-        u_relay, u_silent, u_clear = hard.random(3)
         optima = self.scenario.optima(self.agent.name, task_round(task))
         contrib = contributions(self.agent, params, optima)
         if bad_input and u_prop < self.propagation:
             param = self._pick(contrib, u_cause, include_noise=False)
-            return self._failure(param, params, self._misleading[param], "propagated", rng, hard, u_clear)
-        if bad_input and u_relay < self.agent.relay:
+            return self._failure(param, params, self._misleading[param], "propagated", rng, hard)
+        if bad_input and hard.below(0, self.agent.relay):
             return self._success(params, rng, hard, {"cause": "relayed", "param": None, DEFECT: True})
         p = min(0.95, self.agent.base_error + sum(contrib.values()))
         if u_fail >= p:
@@ -107,9 +136,9 @@ class SimulatedExecutor:
             direction, cause = ("too low" if rng.random() < 0.5 else "too high"), "noise"
         else:
             direction, cause = ("too low" if params[param] < optima[param] else "too high"), "param"
-        if u_silent < self.agent.silent:
+        if hard.below(1, self.agent.silent):
             return self._success(params, rng, hard, {"cause": cause, "param": param, DEFECT: True})
-        return self._failure(param, params, direction, cause, rng, hard, u_clear)
+        return self._failure(param, params, direction, cause, rng, hard)
 
     def _pick(self, contrib: dict[str, float], u: float, include_noise: bool) -> str | None:
         """Draw the cause: a param ∝ cₖ, or (``include_noise``) noise ∝ base_error; None means noise."""
@@ -127,15 +156,16 @@ class SimulatedExecutor:
         terms = self.agent.domain_terms or [self.agent.name]
         return terms[int(rng.integers(len(terms)))]
 
-    def _confidence(self, hard: np.random.Generator, bad: bool) -> dict[str, float]:
+    def _confidence(self, hard: _HardDraws, bad: bool) -> dict[str, float]:
         """``{"confidence": c}`` drawn as the module docstring says, or nothing without a signal."""
         if self.signal <= 0:
             return {}
         s = self.signal
-        return {"confidence": float(hard.beta(8 - 6 * s, 2 + 6 * s) if bad else hard.beta(8, 2))}
+        draw = hard.rng()
+        return {"confidence": float(draw.beta(8 - 6 * s, 2 + 6 * s) if bad else draw.beta(8, 2))}
 
     def _success(
-        self, params: dict[str, float], rng: np.random.Generator, hard: np.random.Generator, truth: dict | None = None
+        self, params: dict[str, float], rng: np.random.Generator, hard: _HardDraws, truth: dict | None = None
     ) -> ExecutionResult:
         shown = ", ".join(f"{k}={v:.3g}" for k, v in params.items())
         truth = truth or {"cause": None, "param": None}
@@ -155,12 +185,11 @@ class SimulatedExecutor:
         direction: str,
         cause: str,
         rng: np.random.Generator,
-        hard: np.random.Generator,
-        u_clear: float,
+        hard: _HardDraws,
     ) -> ExecutionResult:
         spec = next(q for q in self.agent.params if q.name == param)
         term = self._term(rng)
-        if u_clear < self.agent.symptom_clarity:
+        if hard.below(2, self.agent.symptom_clarity):
             scratchpad = (
                 f"{self.agent.name}: {param}={params[param]:.3g} looked {direction} "
                 f"while handling the {term}; {spec.error_code} raised"

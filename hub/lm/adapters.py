@@ -167,15 +167,16 @@ def save_trained(
     return target, report
 
 
-def default_examples() -> tuple[list[Example], dict]:
+def default_examples(workers: int = 1) -> tuple[list[Example], dict]:
     """What the bundled adapter learns from, and a description of it for ``training.json``.
 
     Incidents of :data:`DEFAULT_PIPELINES` generated pipelines (train seeds from 0, never a
     bundled scenario: those stay held out for evaluation), :data:`DEFAULT_PER_PIPELINE` each,
     plus the ``train`` split of Who&When's annotated mistake reasons when the logs are at hand
     (``RRSI_WHOWHEN``, else ``../shared/whowhen/Algorithm-Generated``; root causes only).
+    ``workers``: processes simulating the pipelines (the same examples whatever the number).
     """
-    examples = generated_examples(DEFAULT_PIPELINES, DEFAULT_PER_PIPELINE, seed=0)
+    examples = generated_examples(DEFAULT_PIPELINES, DEFAULT_PER_PIPELINE, seed=0, workers=workers)
     seeds = pipeline_seeds("train", DEFAULT_PIPELINES)
     info: dict = {
         "generated": {
@@ -191,7 +192,9 @@ def default_examples() -> tuple[list[Example], dict]:
     return examples, info
 
 
-def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str | None = None) -> Path:
+def ensure_adapter(
+    name: str = DEFAULT_ADAPTER, progress: bool = True, base: str | None = None, workers: int = 1
+) -> Path:
     """The adapter ``name``, training the bundled one on first use (:func:`default_examples`,
     :data:`DEFAULT_TRAINING` steps).
 
@@ -199,11 +202,13 @@ def ensure_adapter(name: str = DEFAULT_ADAPTER, progress: bool = True, base: str
         name: adapter folder name under ``default_home()/adapters``.
         progress: show a progress bar while training.
         base: base model for a first training (default: SmolLM2-135M-Instruct).
+        workers: processes simulating the training incidents (forked: pass more than 1 only from
+            a process that may fork, e.g. a command's main process before it starts Ray).
     """
     path = adapter_dir(name)
     if has_adapter(path):
         return path
-    examples, info = default_examples()
+    examples, info = default_examples(workers)
     config = {**DEFAULT_TRAINING, "base": base}
     path, _ = save_trained(examples, examples_registry(examples), config, name, progress, info=info)
     return path

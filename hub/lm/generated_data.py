@@ -15,6 +15,9 @@ collide, see :mod:`rrsi.sim.vocabulary`).
 from __future__ import annotations
 
 import dataclasses
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
 from typing import Literal
 
 from rrsi.config import MIN_EVIDENCE
@@ -28,6 +31,14 @@ GENERATED = "generated"
 """``Example.source`` of incidents from generated pipelines."""
 
 
+def _pipeline_examples(
+    seed: int, per_pipeline: int, max_tasks: int, min_evidence: int, hard_share: float
+) -> list[Example]:
+    scenario = generate_scenario(seed, hard_share=hard_share)
+    examples = synthetic_examples(scenario, per_pipeline, seed=seed, max_tasks=max_tasks, min_evidence=min_evidence)
+    return [dataclasses.replace(e, source=GENERATED) for e in examples]
+
+
 def generated_examples(
     pipelines: int,
     per_pipeline: int,
@@ -36,6 +47,7 @@ def generated_examples(
     max_tasks: int = 800,
     min_evidence: int = MIN_EVIDENCE,
     hard_share: float = 0.5,
+    workers: int = 1,
 ) -> list[Example]:
     """``per_pipeline`` labelled incidents of each of ``pipelines`` generated pipelines.
 
@@ -46,16 +58,28 @@ def generated_examples(
         split: ``train`` or ``eval`` (disjoint seed ranges).
         max_tasks, min_evidence: as in :func:`~rrsi.hub.lm.data.synthetic_examples`.
         hard_share: share of pipelines with hard-failure keys.
+        workers: simulate the pipelines in this many forked processes (where the platform forks;
+            each pipeline is simulated from its own seed, so the examples and their order are
+            the same whatever the number).
 
     Raises:
         ScenarioError: an unknown split, or seeds outside its range.
     """
-    out: list[Example] = []
-    for s in pipeline_seeds(split, pipelines, start=seed):
-        scenario = generate_scenario(s, hard_share=hard_share)
-        examples = synthetic_examples(scenario, per_pipeline, seed=s, max_tasks=max_tasks, min_evidence=min_evidence)
-        out += [dataclasses.replace(e, source=GENERATED) for e in examples]
-    return out
+    seeds = pipeline_seeds(split, pipelines, start=seed)
+    job = partial(
+        _pipeline_examples,
+        per_pipeline=per_pipeline,
+        max_tasks=max_tasks,
+        min_evidence=min_evidence,
+        hard_share=hard_share,
+    )
+    if workers > 1 and len(seeds) > 1 and "fork" in multiprocessing.get_all_start_methods():
+        context = multiprocessing.get_context("fork")  # no re-import of the caller's __main__
+        with ProcessPoolExecutor(min(workers, len(seeds)), mp_context=context) as pool:
+            parts = list(pool.map(job, seeds))
+    else:
+        parts = [job(s) for s in seeds]
+    return [e for part in parts for e in part]
 
 
 def examples_registry(examples: list[Example]) -> ErrorCodeRegistry:

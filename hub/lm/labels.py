@@ -14,13 +14,34 @@ from rrsi.hub.lm.prompt import verdict
 from rrsi.scenario import Scenario
 from rrsi.schema import CORRECTION_CHARS, ROOT_CAUSE_CHARS, AgentSpec, StepRecord
 
-__all__ = ["label_texts", "expert_label"]
+__all__ = ["label_texts", "expert_label", "evidence_reading", "first_term"]
 
 _KEEP_CAUSES = {
     "few": "{term}: too few {param} failures to tell",
     "mixed": "{term}: {param} failures point both ways",
     "opaque": "{term}: {param} failures do not say which way",
 }
+
+
+def first_term(spec: AgentSpec) -> str:
+    """The word a label's root cause starts with: the agent's first domain term, else its name."""
+    return (spec.domain_terms or [spec.name])[0]
+
+
+def evidence_reading(spec: AgentSpec, param: str, records: list[StepRecord], registry: ErrorCodeRegistry) -> str:
+    """How ``param``'s failures among ``records`` read in the prompt's evidence line.
+
+    ``one-sided`` or ``mixed`` as :func:`~rrsi.hub.lm.prompt.verdict` says; otherwise ``opaque``
+    when fewer than half of its failures name a direction (the hub probes such a param), else
+    ``few`` (too few of them to tell).
+    """
+    votes = symptom_votes(spec, records, registry).get(param, Counter())
+    said = verdict(votes)
+    if said in ("one-sided", "mixed"):
+        return said
+    code = spec.param(param).error_code
+    failures = sum(r.error_code == code for r in records)
+    return "opaque" if votes.total() * 2 < failures else "few"
 
 
 def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool | str = False) -> dict:
@@ -65,19 +86,17 @@ def expert_label(
     ways, or too few of them name a direction (opaque symptoms: the hub then probes). An expert
     who reads the same prompt could justify no more."""
     caused = Counter(t["param"] for t in truths if t["cause"] == "param")
-    term = (spec.domain_terms or [spec.name])[0]
+    term = first_term(spec)
     if sum(caused.values()) * 2 > len(truths):
         param, n = caused.most_common(1)[0]
         if n < min_evidence:
             return {"agent": spec.name, **label_texts(spec, term, param, None, few=True)}
-        votes = symptom_votes(spec, records, registry).get(param, Counter())
-        said = verdict(votes)
-        if said == "one-sided":
+        reading = evidence_reading(spec, param, records, registry)
+        if reading == "one-sided":
             optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
             op = "increase" if values[param] < optimum else "decrease"
             return {"agent": spec.name, **label_texts(spec, term, param, op)}
-        why = "mixed" if said == "mixed" else "opaque"
-        return {"agent": spec.name, **label_texts(spec, term, param, None, few=why)}
+        return {"agent": spec.name, **label_texts(spec, term, param, None, few=reading)}
     code = Counter(r.error_code for r in records).most_common(1)[0][0]
     param = next(p.name for p in spec.params if p.error_code == code)
     return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}

@@ -14,12 +14,13 @@ registry's phrases, e.g. "too low" → increase) and how one-sided they are. "Ho
 is a sign test computed here, not by the model (a 135M model does not compare counts
 reliably after a few hundred training examples: without it the bundled adapter answered "no
 action" for every agent): ``one-sided`` when P(X ≥ k | n, ½) < ``alpha`` with n ≥
-``min_votes``, ``too few`` under ``min_votes``, else ``mixed``; ``alpha`` is the hub's own, so
-the verdict is the rule Reflector's. The labels the model learns from are the simulator's
-ground truth (is the param the cause of most of the agent's failures, in at least five of
-them, and do five of its logs say which way?), not this test, so the two can disagree; the
-model weighs the evidence: whether to act, which agent is the root, and what to write about
-it.
+``min_votes``; ``too few`` under ``min_votes`` or when not even n of n votes one way would be
+(½ⁿ ≥ ``alpha``: fewer than 10 at the default 10⁻³); else ``mixed`` (enough votes to tell,
+and they point both ways); ``alpha`` is the hub's own, so the verdict is the rule Reflector's.
+The labels the model learns from (:mod:`rrsi.hub.lm.labels`) add the simulator's ground truth:
+act only where the param caused most of the agent's failures, at least five, and the test
+says one-sided; so the model weighs the evidence: whether to act, which agent is the root, and
+what to write about it.
 """
 
 from __future__ import annotations
@@ -243,7 +244,7 @@ def prompt_text(
 
 
 def _sidedness(k: int, n: int, config: PromptConfig) -> str:
-    if n < config.min_votes:
+    if n < config.min_votes or sign_test(n, n) >= config.alpha:  # not even n of n would be one-sided
         return "too few"
     return "one-sided" if sign_test(k, n) < config.alpha else "mixed"
 

@@ -41,12 +41,11 @@ from typing import Literal
 
 from pydantic import Field
 
-from rrsi.agents.self_reflection import symptom_votes
 from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.data import Example, example_from_row
-from rrsi.hub.lm.labels import label_texts
-from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare, verdict
+from rrsi.hub.lm.labels import evidence_reading, first_term, label_texts
+from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
 
@@ -105,7 +104,7 @@ def plan_outcome(plan: UpdatePlan, approval: str | None) -> str | None:
 
 
 def _keep(spec: AgentSpec, param: str, records: list[dict]) -> dict | None:
-    term = (spec.domain_terms or [spec.name])[0]
+    term = first_term(spec)
     if spec.params and param not in {p.name for p in spec.params}:
         return None
     texts = label_texts(spec, term, param, None, few=len(records) < MIN_EVIDENCE)
@@ -205,12 +204,9 @@ def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
             if json.dumps([{"param": action[0], "op": action[1]}]) not in view.action_options():
                 spec = example.incident.specs[r["agent"]]
                 records = [x for x in example.incident.root_records if x.agent == spec.name and x.failed]
-                votes = symptom_votes(spec, records, registry).get(action[0], Counter())
-                why = {"too few": "opaque" if votes.total() == 0 else "few", "mixed": "mixed"}.get(
-                    verdict(votes), "mixed"
-                )
-                term = (spec.domain_terms or [spec.name])[0]
-                r = {"agent": spec.name, **label_texts(spec, term, action[0], None, few=why)}
+                why = evidence_reading(spec, action[0], records, registry)
+                why = "mixed" if why == "one-sided" else why  # (a one-sided param's actions are all writable)
+                r = {"agent": spec.name, **label_texts(spec, first_term(spec), action[0], None, few=why)}
         out.append(r)
     return dataclasses.replace(example, reflections=out)
 

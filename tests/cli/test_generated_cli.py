@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -79,6 +80,9 @@ def calls(monkeypatch, tmp_path):
     return calls
 
 
+WORKERS = min(2, os.cpu_count() or 1)  # the commands simulate in up to two forked processes
+
+
 def _named(calls, name):
     return [(args, kwargs) for n, args, kwargs in calls if n == name]
 
@@ -86,7 +90,7 @@ def _named(calls, name):
 def test_train_on_generated_pipelines_leaves_the_bundled_scenarios_out(calls, capsys):
     assert main(["train-reflector", "--generated", "3", "--per-pipeline", "2", "--quiet", "--out", "g"]) == 0
     assert not _named(calls, "synthetic_examples")  # no incidents of the bundled scenario
-    assert _named(calls, "generated_examples") == [((3, 2), {"seed": 0})]
+    assert _named(calls, "generated_examples") == [((3, 2), {"seed": 0, "workers": WORKERS})]
     ((args, kwargs),) = _named(calls, "save_trained")
     assert len(args[0]) == 2 and args[1] == "registry" and args[3] == "g"
     assert kwargs["info"] == {"generated": {"pipelines": 3, "per_pipeline": 2, "seeds": [0, 2]}}
@@ -97,7 +101,7 @@ def test_train_can_mix_generated_pipelines_with_scenario_incidents(calls):
     assert main(["train-reflector", "--generated", "1", "--incidents", "5", "--seed", "7", "--quiet"]) == 0
     (((scenario, n), kwargs),) = _named(calls, "synthetic_examples")
     assert (scenario.name, n, kwargs) == ("loan-approval", 5, {"seed": 7})
-    assert _named(calls, "generated_examples") == [((1, 4), {"seed": 7})]
+    assert _named(calls, "generated_examples") == [((1, 4), {"seed": 7, "workers": WORKERS})]
     assert len(_named(calls, "save_trained")[0][0][0]) == 3
 
 
@@ -113,7 +117,7 @@ def test_eval_scores_each_scenario_and_the_held_out_pipelines(calls, capsys):
     report = json.loads(captured.out)
     assert list(report) == ["diamond", "steady", "generated"]
     assert [a[0].name for a, _ in _named(calls, "synthetic_examples")] == ["diamond", "steady"]
-    assert _named(calls, "generated_examples") == [((2, 3), {"seed": 1000, "split": "eval"})]
+    assert _named(calls, "generated_examples") == [((2, 3), {"seed": 1000, "split": "eval", "workers": WORKERS})]
     assert report["generated"]["pipelines"] == 2
     assert report["generated"]["seeds"] == [EVAL_SEEDS[0] + 1000, EVAL_SEEDS[0] + 1001]
     for r in report.values():

@@ -27,6 +27,14 @@ def test_incidents_of_each_generated_pipeline():
     assert [e.reflections for e in again] == [e.reflections for e in examples]
 
 
+def test_forked_workers_simulate_the_same_examples_in_the_same_order():
+    one = generated_examples(4, 2, seed=20, max_tasks=60)
+    two = generated_examples(4, 2, seed=20, max_tasks=60, workers=2)
+    assert [e.incident.incident_id for e in two] == [e.incident.incident_id for e in one]
+    assert [(e.root_agent, e.reflections) for e in two] == [(e.root_agent, e.reflections) for e in one]
+    assert [e.incident.root_records for e in two] == [e.incident.root_records for e in one]
+
+
 def _seeds(examples) -> set[int]:
     """The pipeline seeds behind the examples (an incident id is ``sim-<seed>-<k>``)."""
     return {int(e.incident.incident_id.split("-")[1]) for e in examples}

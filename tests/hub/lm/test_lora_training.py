@@ -40,6 +40,25 @@ def test_lora_steps_reduce_loss(incident):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16", "fp32"])
+def test_bf16_training_holds_the_frozen_base_in_bf16_and_trains_fp32_lora_weights(incident, precision):
+    import torch
+
+    report = train_lora(
+        [_example(incident)],
+        incident[1],
+        {"steps": 2, "batch_size": 1, "lr": 1e-2, "lora_layers": 2, "threads": 1, "precision": precision},
+        progress=False,
+    )
+    params = list(report["model"].named_parameters())
+    trained = {p.dtype for _, p in params if p.requires_grad}
+    frozen = {p.dtype for n, p in params if not p.requires_grad and "lora_" not in n}
+    assert trained == {torch.float32}
+    assert frozen == {torch.bfloat16 if precision == "bf16" else torch.float32}
+    assert report["precision"] == precision and report["loss_first"] > 0
+
+
+@pytest.mark.slow
 def test_qlora_step_runs_on_cpu(incident):
     report = train_lora(
         [_example(incident)],

@@ -137,6 +137,13 @@ def test_vote_summary_names_direction_count_and_how_one_sided():
     assert vote_summary(spec, records("A_FAIL_001", 2, 1) + records("A_FAIL_002", 0, 10), registry) == (
         "p (logic) 3 failures, increase 2 of 3, too few; q (logic) 10 failures, decrease 10 of 10, one-sided"
     )
+    # 7 of 7: P = 0.0078; not even all 9 of 9 would pass 1e-3, so these are too few to tell, not mixed.
+    assert vote_summary(spec, records("A_FAIL_001", 7, 0), registry) == "p (logic) 7 failures, increase 7 of 7, too few"
+    assert vote_summary(spec, records("A_FAIL_001", 5, 4), registry) == "p (logic) 9 failures, increase 5 of 9, too few"
+    assert (
+        vote_summary(spec, records("A_FAIL_001", 7, 0), registry, PromptConfig(alpha=0.01))
+        == "p (logic) 7 failures, increase 7 of 7, one-sided"
+    )
     silent = [
         step(trace=f"s{i}", step_id="a", agent="a", error_code="A_FAIL_001", scratchpad="failed") for i in range(4)
     ]
