@@ -25,6 +25,7 @@ review; with ``retrain`` on, reflected incidents become retraining samples
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Protocol
 
@@ -32,7 +33,7 @@ from rrsi.agents.self_reflection import evidenced_direction, reflection_context,
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
-from rrsi.hub.lm.prompt import IncidentInput
+from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.quality import QualityConfig, route, score_reflection
 from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
 from rrsi.hub.lm.worker import WorkerPool
@@ -143,10 +144,17 @@ class Reflectors:
         return adapters.ensure_adapter(name, progress=False)
 
     def _serve(self, path: Path) -> Reflector:
+        # "one-sided" in the prompt is the hub's own evidence test
+        prompt = PromptConfig(alpha=self.config.alpha, min_votes=self.config.min_evidence)
         if self.config.lm_workers:
             workers = {"workers": self.config.lm_workers, "num_gpus": self.config.lm_num_gpus}
-            return WorkerPool(self.registry, adapter=path, namespace=self.namespace, config=workers)
-        return _lm_modules()[1].LMReflector(self.registry, adapter=path)
+            return WorkerPool(self.registry, adapter=path, namespace=self.namespace, config=workers, prompt=prompt)
+        import torch
+
+        # Ray starts an actor (the hub's, num_cpus=0) with OMP_NUM_THREADS=1: a reflection on one core
+        # took twice as long as on the two of this machine.
+        torch.set_num_threads(self.config.lm_threads or os.cpu_count() or 1)
+        return _lm_modules()[1].LMReflector(self.registry, adapter=path, prompt=prompt)
 
     def reflect(self, incident: Incident, standing: list[StepRecord], specs: dict[str, AgentSpec]):
         """The configured Reflector's joint reflection; the rule Reflector stands in for an LM that yields none."""

@@ -61,7 +61,8 @@ class HubConfig(_Model):
     LM once that adapter exists, the rule Reflector until then. The rule Reflector also stands
     in for an LM that yields nothing valid. With ``lm_workers`` > 0 the LM runs in that many
     ``reflector:<n>`` Ray actors asking for ``lm_num_gpus`` each (fractional allowed); with 0
-    it runs inside the hub's process. An LM reflection whose quality
+    it runs inside the hub's process on ``lm_threads`` torch threads (default: every core of
+    the machine; a reflection comes between rounds of work, not beside them). An LM reflection whose quality
     composite falls below ``quality_threshold`` goes to human review instead of the updater.
     With ``retrain`` on, every incident the LM's hub plans from becomes a retraining sample,
     labelled by what validation found once its plans settle; ``retrain_every_samples`` such
@@ -99,6 +100,7 @@ class HubConfig(_Model):
     lm_adapter: str | None = None
     lm_workers: int = Field(default=0, ge=0, le=256)
     lm_num_gpus: float = Field(default=0.0, ge=0.0)
+    lm_threads: int | None = Field(default=None, ge=1)
     quality_threshold: float = Field(default=0.7, ge=0.0, le=1.0)
     retrain: bool = True
     retrain_every_samples: int = Field(default=200, ge=1)

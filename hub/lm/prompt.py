@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from pydantic import Field
 
 from rrsi.agents.self_reflection import reflection_context, symptom_votes
+from rrsi.config import MIN_EVIDENCE, HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.template import AgentView, Segment, program, text_program
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
@@ -67,7 +68,9 @@ class PromptConfig(_Model):
         max_records: only each agent's latest this many failing records are counted and shown
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
-        alpha, min_votes: when a param's symptom votes are called ``one-sided`` (see above).
+        alpha, min_votes: when a param's symptom votes are called ``one-sided`` (see above);
+            the hub's ``alpha`` and :data:`~rrsi.config.MIN_EVIDENCE` by default, and a hub
+            serves the LM with its own ``alpha``.
         param_lines: a line per declared param with its error code, error type and failures
             (off by default: the answer's evidence restates each param with failures, with its
             type and failures, right before the decisions; the lines made up half a prompt).
@@ -78,8 +81,8 @@ class PromptConfig(_Model):
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=32, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
-    alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)  # HubConfig.alpha: the rule Reflector's test
-    min_votes: int = Field(default=5, ge=1)
+    alpha: float = Field(default=HubConfig.model_fields["alpha"].default, gt=0.0, lt=1.0)  # the hub serves its own
+    min_votes: int = Field(default=MIN_EVIDENCE, ge=1)
     param_lines: bool = False
 
 

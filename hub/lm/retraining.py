@@ -266,7 +266,7 @@ class Retrainer:
         self.train = train or retrain_adapter
         self._job: concurrent.futures.Future | None = None
         self._job_ids: list[str] = []
-        self._failed: tuple[int, float] | None = None  # (ready samples, when) of the last failed run
+        self._failed: tuple[int, float, str] | None = None  # (ready samples, when, why) of the last failed run
         self.last_report: dict | None = None
 
     @property
@@ -352,7 +352,7 @@ class Retrainer:
         try:
             self.last_report = job.result()
         except Exception as exc:
-            self._failed = (len(ids), time.time() if now is None else now)
+            self._failed = (len(ids), time.time() if now is None else now, f"{type(exc).__name__}: {exc}")
             log.error("retraining on %d samples failed; they stay ready: %s", len(ids), exc)
             return None
         self._failed = None
@@ -371,4 +371,7 @@ class Retrainer:
             "last_trained": self.last_trained,
             "samples": {s: counts.get(s, 0) for s in SAMPLE_STATES},
             "last_report": {k: v for k, v in (self.last_report or {}).items() if k != "samples"} or None,
+            "last_failure": None
+            if self._failed is None
+            else {"samples": self._failed[0], "at": self._failed[1], "error": self._failed[2]},
         }

@@ -53,10 +53,13 @@ def test_hub_reflects_with_the_lm_and_routes_by_quality(tmp_path, lm):
 def test_auto_reflects_by_rule_until_the_adapter_exists_then_by_lm(tmp_path, lm):
     import copy
 
+    import torch
     from peft import LoraConfig, get_peft_model
 
+    threads = torch.get_num_threads()
     adapter = tmp_path / "adapter"
-    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"reflector": "auto", "lm_adapter": str(adapter)})
+    config = {"reflector": "auto", "lm_adapter": str(adapter), "alpha": 0.01, "lm_threads": 1}
+    hub = ReflectionHub(str(tmp_path / "h.sqlite"), config)
     assert hub.reflectors.lm_reflector() is None and hub.stats()["lm_loaded"] is False
     model, tokenizer = lm
     get_peft_model(
@@ -64,6 +67,9 @@ def test_auto_reflects_by_rule_until_the_adapter_exists_then_by_lm(tmp_path, lm)
     ).save_pretrained(adapter)
     tokenizer.save_pretrained(adapter)
     assert isinstance(hub.reflectors.lm_reflector(), LMReflector) and hub.stats()["lm_loaded"] is True
+    assert hub.reflectors.lm_reflector().prompt.alpha == 0.01  # "one-sided" in its prompts is the hub's test
+    served_on, _ = torch.get_num_threads(), torch.set_num_threads(threads)
+    assert served_on == 1  # lm_threads, not the one thread Ray starts an actor with
 
 
 def test_rule_never_loads_a_model(tmp_path):

@@ -181,7 +181,8 @@ def test_a_failed_retraining_keeps_the_samples_and_waits_for_a_new_one(tmp_path,
     r.settle()
     assert r.poll() is None and "out of memory" in caplog.text
     assert r.poll() is None and calls == [["a"]]  # no retry on the same samples
-    assert r.status()["samples"]["ready"] == 1
+    assert r.status()["samples"]["ready"] == 1 and not r.running
+    assert r.status()["last_failure"]["samples"] == 1 and "out of memory" in r.status()["last_failure"]["error"]
     _add(r, inc, "b", "promoted")
     r.settle()
     r.poll()
@@ -283,8 +284,9 @@ def test_a_ray_task_continues_the_adapter_and_swaps_it_in_place(tmp_path, incide
     r.settle()
     assert r.poll() is None and r.running  # training in the background
     deadline = time.time() + 600
-    while (swapped := r.poll()) is None and time.time() < deadline:
+    while (swapped := r.poll()) is None and r.running and time.time() < deadline:
         time.sleep(0.5)
+    assert r.status()["last_failure"] is None  # a failed run ends the wait at once, with its reason here
     assert swapped == adapter and r.status()["samples"]["used"] == 1
     assert r.last_report["steps"] == 1  # ceil(2 epochs * 1 sample / batch 4)
     assert has_adapter(adapter)
