@@ -64,7 +64,9 @@ class PromptConfig(_Model):
         steps_per_param_agent: the same for agents with declared params (the bundled
             adapter is trained without them).
         scratchpad_chars: each scratchpad is cut to this many characters.
-        max_tokens: cap on the tokens of each free-text field of the answer.
+        max_tokens: cap on the tokens of each free-text field of the answer (the expert labels'
+            fit in 24 but for one in a hundred, most in 12; a model that has lost its way
+            writes to the cap, one forward pass a token).
         max_records: only each agent's latest this many failing records are counted and shown
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
@@ -79,7 +81,7 @@ class PromptConfig(_Model):
     steps_per_agent: int = Field(default=1, ge=0, le=32)
     steps_per_param_agent: int = Field(default=0, ge=0, le=32)
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
-    max_tokens: int = Field(default=32, ge=1, le=128)
+    max_tokens: int = Field(default=24, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
     alpha: float = Field(default=HubConfig.model_fields["alpha"].default, gt=0.0, lt=1.0)  # the hub serves its own
     min_votes: int = Field(default=MIN_EVIDENCE, ge=1)
