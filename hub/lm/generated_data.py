@@ -58,9 +58,8 @@ def generated_examples(
         split: ``train`` or ``eval`` (disjoint seed ranges).
         max_tasks, min_evidence: as in :func:`~rrsi.hub.lm.data.synthetic_examples`.
         hard_share: share of pipelines with hard-failure keys.
-        workers: simulate the pipelines in this many forked processes (where the platform forks;
-            each pipeline is simulated from its own seed, so the examples and their order are
-            the same whatever the number).
+        workers: forked processes simulating the pipelines (where the platform forks); each
+            pipeline has its own seed, so the examples and their order do not depend on it.
 
     Raises:
         ScenarioError: an unknown split, or seeds outside its range.
