@@ -67,6 +67,8 @@ class PromptConfig(_Model):
         max_tokens: cap on the tokens of each free-text field of the answer (the expert labels'
             fit in 24 but for one in a hundred, most in 12; a model that has lost its way
             writes to the cap, one forward pass a token).
+        correction_tokens: the same for the correction (whose labels, "Increase p by one
+            bounded step", "Keep p unchanged", take at most 12 with the verb).
         max_records: only each agent's latest this many failing records are counted and shown
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
@@ -82,6 +84,7 @@ class PromptConfig(_Model):
     steps_per_param_agent: int = Field(default=0, ge=0, le=32)
     scratchpad_chars: int = Field(default=120, ge=16, le=1024)
     max_tokens: int = Field(default=24, ge=1, le=128)
+    correction_tokens: int = Field(default=12, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
     alpha: float = Field(default=HubConfig.model_fields["alpha"].default, gt=0.0, lt=1.0)  # the hub serves its own
     min_votes: int = Field(default=MIN_EVIDENCE, ge=1)
@@ -109,10 +112,12 @@ class Prepared:
     segments: list[Segment]
     context: ReflectionContext
     max_tokens: int = 24
+    correction_tokens: int = 12
 
     def text_programs(self, values: dict[str, str]) -> list[list[Segment]]:
         """The program of each agent's texts once the decisions' ``values`` are known."""
-        return [text_program(i, v, values, self.max_tokens) for i, v in enumerate(self.views)]
+        caps = (self.max_tokens, self.correction_tokens)
+        return [text_program(i, v, values, *caps) for i, v in enumerate(self.views)]
 
 
 def prepare(
@@ -136,7 +141,7 @@ def prepare(
     views = agent_views(list(evidence), incident.specs, context, evidence, registry, config)
     text = prompt_text(incident.incident_id, incident.attribution, evidence, incident.specs, context, config)
     segments = program(views, incident.attribution.root_agent)
-    return Prepared(incident, text, views, segments, context, config.max_tokens)
+    return Prepared(incident, text, views, segments, context, config.max_tokens, config.correction_tokens)
 
 
 def evidence_by_agent(root_records: list[StepRecord], specs: dict[str, AgentSpec]) -> dict[str, list[StepRecord]]:

@@ -171,7 +171,9 @@ def _action_words(actions: str) -> str:
     return " ".join(f"{a['op']} {a['param']}" for a in chosen) or "keep"
 
 
-def text_program(i: int, agent: AgentView, values: dict[str, str], max_tokens: int = 24) -> list[Segment]:
+def text_program(
+    i: int, agent: AgentView, values: dict[str, str], max_tokens: int = 24, correction_tokens: int = 12
+) -> list[Segment]:
     """The segments of the ``i``-th agent's texts, given the decisions' ``values``.
 
     Args:
@@ -179,7 +181,8 @@ def text_program(i: int, agent: AgentView, values: dict[str, str], max_tokens: i
         agent: its view.
         values: at least ``{i}.error_type`` and ``{i}.actions``, restated (forced) after the
             agent's evidence, so the texts are written beside what they explain.
-        max_tokens: cap on the tokens of each free-text field.
+        max_tokens: cap on the tokens of the root cause's free text.
+        correction_tokens: cap on the tokens of the correction's free text (at most ``max_tokens``).
     """
     head = json.dumps(agent.name) + ', "evidence": ' + json.dumps(agent.evidence)
     head += ', "action": ' + json.dumps(_action_words(values[f"{i}.actions"]))
@@ -190,7 +193,14 @@ def text_program(i: int, agent: AgentView, values: dict[str, str], max_tokens: i
         Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens),
         Fixed('", "correction": "'),
         Choice(f"{i}.verb", VERBS),
-        Free(f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, max_tokens, no_conditional=True, space_first=True),
+        Free(
+            f"{i}.correction",
+            f"{i}.verb",
+            CORRECTION_CHARS,
+            min(max_tokens, correction_tokens),
+            no_conditional=True,
+            space_first=True,
+        ),
         Fixed('"}'),
     ]
 

@@ -193,6 +193,20 @@ def test_a_free_text_target_is_cut_where_the_decoder_would_cut_it(incident, toke
     assert len(cause) <= len(term) + 2 + 1
 
 
+def test_the_correction_has_its_own_cap_within_the_root_causes(incident):
+    from rrsi.hub.lm.template import Free
+
+    inc, registry = incident
+    values = render_values(prepare(inc, registry).views, "up", [dict(r) for r in ROOT_UP_REFLECTIONS])
+
+    def caps(config):
+        program = prepare(inc, registry, config).text_programs(values)[1]
+        return {s.name.split(".")[1]: s.max_tokens for s in program if isinstance(s, Free)}
+
+    assert caps(PromptConfig()) == {"root_cause": 24, "correction": 12}
+    assert caps(PromptConfig(max_tokens=8, correction_tokens=10)) == {"root_cause": 8, "correction": 8}
+
+
 def test_prompt_counts_only_the_latest_records_it_is_configured_for(incident):
     from rrsi.hub.lm.prompt import PromptConfig
 
