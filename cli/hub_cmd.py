@@ -76,6 +76,7 @@ def _start_config(args: argparse.Namespace) -> HubConfig:
             "lm_adapter": args.lm_adapter,
             "lm_workers": args.lm_workers,
             "lm_num_gpus": args.lm_gpus,
+            "lm_threads": args.lm_threads,
             "retrain": not args.no_retrain,
             "retrain_every_samples": args.retrain_every,
             "trace_settle_s": args.trace_settle,
@@ -242,6 +243,9 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
     )
     start.add_argument(
         "--lm-gpus", type=float, default=0.0, help="GPUs each reflector actor asks Ray for (fractional allowed)"
+    )
+    start.add_argument(
+        "--lm-threads", type=positive_int, default=None, help="torch threads of the LM in the hub (default: every core)"
     )
     start.add_argument(
         "--retrain-every",

@@ -151,3 +151,15 @@ def test_help_imports_nothing_heavy():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_hub_start_passes_the_lms_threads_to_the_config_and_refuses_a_bad_count(capsys):
+    from rrsi.cli.hub_cmd import _start_config
+    from rrsi.cli.main import build_parser
+
+    parser = build_parser()
+    assert _start_config(parser.parse_args(["hub", "start", "--lm-threads", "3"])).lm_threads == 3
+    assert _start_config(parser.parse_args(["hub", "start"])).lm_threads is None  # every core
+    with pytest.raises(SystemExit):
+        parser.parse_args(["hub", "start", "--lm-threads", "0"])
+    assert "--lm-threads" in capsys.readouterr().err
