@@ -212,24 +212,8 @@ def _add_hub_source(parser: argparse.ArgumentParser, run: Callable[[argparse.Nam
     parser.set_defaults(func=run)
 
 
-def _register_start(hub: argparse._SubParsersAction) -> None:
-    start = hub.add_parser("start", help="start the named hub actor and its analysis loop")
-    add_address(start, "start Ray here and serve until Ctrl-C")
-    start.add_argument(
-        "--detached", action="store_true", help="leave the hub running after this command (needs --address)"
-    )
-    add_store(start)
-    start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
-    start.add_argument(
-        "--trace-settle",
-        type=float,
-        default=5.0,
-        help="seconds a failing trace must receive no record before it is analysed (its upstream steps may "
-        "ship later than the failure; default 5)",
-    )
-    start.add_argument("--approval", choices=["manual", "auto"], default="manual")
-    start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
-    add_num_cpus(start)
+def _add_lm_options(start: argparse.ArgumentParser) -> None:
+    """The LM Reflector's options of ``rrsi hub start``: which Reflector, where the LM runs, retraining."""
     start.add_argument(
         "--reflector",
         choices=["rule", "auto", "lm"],
@@ -254,6 +238,27 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
         help="retrain the LM Reflector's adapter after this many validated samples (or 7 days with one)",
     )
     start.add_argument("--no-retrain", action="store_true", help="never retrain the adapter from the hub's incidents")
+
+
+def _register_start(hub: argparse._SubParsersAction) -> None:
+    start = hub.add_parser("start", help="start the named hub actor and its analysis loop")
+    add_address(start, "start Ray here and serve until Ctrl-C")
+    start.add_argument(
+        "--detached", action="store_true", help="leave the hub running after this command (needs --address)"
+    )
+    add_store(start)
+    start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
+    start.add_argument(
+        "--trace-settle",
+        type=float,
+        default=5.0,
+        help="seconds a failing trace must receive no record before it is analysed (its upstream steps may "
+        "ship later than the failure; default 5)",
+    )
+    start.add_argument("--approval", choices=["manual", "auto"], default="manual")
+    start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
+    add_num_cpus(start)
+    _add_lm_options(start)
     start.set_defaults(func=run_hub_start)
 
 
