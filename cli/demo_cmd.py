@@ -7,7 +7,6 @@
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import tempfile
 import time
@@ -17,6 +16,7 @@ from rich.table import Table
 
 from rrsi.cli import lazy
 from rrsi.cli.options import (
+    SIM_WORKERS,
     add_address,
     add_num_cpus,
     add_rounds,
@@ -115,7 +115,7 @@ def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
             "[bold]First use: training the LM Reflector's LoRA adapter on incidents of generated pipelines "
             "(about 3 minutes on 2 cores; --reflector rule skips it)[/bold]"
         )
-    adapter = adapters.ensure_adapter(progress=True, workers=min(2, os.cpu_count() or 1))  # before Ray starts
+    adapter = adapters.ensure_adapter(progress=True, workers=SIM_WORKERS)  # before Ray starts
     if config.retrain:
         copy = workdir / "adapter"
         shutil.rmtree(copy, ignore_errors=True)

@@ -36,7 +36,11 @@ __all__ = [
     "resolve_scenario",
     "add_rounds",
     "add_num_cpus",
+    "SIM_WORKERS",
 ]
+
+SIM_WORKERS = min(2, os.cpu_count() or 1)
+"""Forked processes a command simulates generated pipelines in (from its main process, before Ray)."""
 
 _WIDTH = None if sys.stdout.isatty() else 120
 console = Console(highlight=False, width=_WIDTH)

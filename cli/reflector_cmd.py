@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 from pathlib import Path
 
 from rich.table import Table
 
 from rrsi.cli import lazy
-from rrsi.cli.options import add_scenario, count, err_console, positive_int, resolve_scenario
+from rrsi.cli.options import SIM_WORKERS, add_scenario, count, err_console, positive_int, resolve_scenario
 from rrsi.errors import UserError
 from rrsi.scenario import Scenario, bundled_names, bundled_scenario
 
@@ -35,7 +34,7 @@ def _examples(args: argparse.Namespace) -> list:
     examples = lazy.lm_data.synthetic_examples(scenario, incidents, seed=args.seed) if incidents else []
     if args.generated:
         examples += lazy.lm_generated.generated_examples(
-            args.generated, args.per_pipeline, seed=args.seed, workers=min(2, os.cpu_count() or 1)
+            args.generated, args.per_pipeline, seed=args.seed, workers=SIM_WORKERS
         )
     if args.whowhen:
         path = Path(args.whowhen)
@@ -122,7 +121,7 @@ def _eval_sources(args: argparse.Namespace, scenarios: list[Scenario]) -> list[t
     sources = [(s.name, lazy.lm_data.synthetic_examples(s, args.incidents, seed=args.seed)) for s in scenarios]
     if args.generated:
         examples = lazy.lm_generated.generated_examples(
-            args.generated, args.incidents, seed=args.seed, split="eval", workers=min(2, os.cpu_count() or 1)
+            args.generated, args.incidents, seed=args.seed, split="eval", workers=SIM_WORKERS
         )
         sources.append((GENERATED, examples))
     return sources

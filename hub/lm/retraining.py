@@ -46,6 +46,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.data import Example, example_from_row
 from rrsi.hub.lm.labels import evidence_reading, first_term, label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare
+from rrsi.hub.lm.template import action_option
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
 
@@ -201,7 +202,7 @@ def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
     for r in example.reflections:
         view, action = views.get(r["agent"]), r.get("action")
         if view is not None and action is not None:
-            if json.dumps([{"param": action[0], "op": action[1]}]) not in view.action_options():
+            if action_option(action) not in view.action_options():
                 spec = example.incident.specs[r["agent"]]
                 records = [x for x in example.incident.root_records if x.agent == spec.name and x.failed]
                 why = evidence_reading(spec, action[0], records, registry)

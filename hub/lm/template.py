@@ -53,6 +53,7 @@ __all__ = [
     "program",
     "text_program",
     "answer_text",
+    "action_option",
     "render_values",
     "VERBS",
     "OPS",
@@ -125,8 +126,13 @@ class AgentView:
         return tuple(t for t in ERROR_TYPES if not self.types or t in self.types)
 
 
+def action_option(action: tuple[str, str] | None) -> str:
+    """The option a decision writes for ``action`` (``(param, op)``; None: no action)."""
+    return json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]"
+
+
 def _actions(params: tuple[str, ...]) -> tuple[str, ...]:
-    return ("[]", *(json.dumps([{"param": p, "op": op}]) for p in params for op in OPS))
+    return ("[]", *(action_option((p, op)) for p in params for op in OPS))
 
 
 def _merge(segments: list[Segment]) -> list[Segment]:
@@ -227,7 +233,7 @@ def _decisions(i: int, agent: AgentView, r: dict) -> str:
         ValueError: an action or error type outside the agent's options; names the field.
     """
     action = r.get("action")
-    actions = json.dumps([{"param": action[0], "op": action[1]}]) if action else "[]"
+    actions = action_option(action)
     if actions not in agent.action_options():
         raise ValueError(
             f"reflections[{i}].action: {agent.name} may act only on params whose logs give a direction "

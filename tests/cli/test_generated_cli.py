@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from types import SimpleNamespace
 
 import pytest
 
 from rrsi.cli import lazy
 from rrsi.cli.main import main
+from rrsi.cli.options import SIM_WORKERS
 from rrsi.scenario import bundled_names, load_scenario
 from rrsi.sim.generator import EVAL_SEEDS, generate_scenario
 
@@ -80,7 +80,7 @@ def calls(monkeypatch, tmp_path):
     return calls
 
 
-WORKERS = min(2, os.cpu_count() or 1)  # the commands simulate in up to two forked processes
+WORKERS = SIM_WORKERS  # the commands simulate in up to two forked processes
 
 
 def _named(calls, name):
