@@ -44,16 +44,15 @@ def evidence_reading(spec: AgentSpec, param: str, records: list[StepRecord], reg
     return "opaque" if votes.total() * 2 < failures else "few"
 
 
-def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, few: bool | str = False) -> dict:
+def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, why: str = "mixed") -> dict:
     """The expert texts of one agent: acting on ``param`` (``op``), or keeping it (``op`` None)
-    because its failures point both ways (``few`` False or ``"mixed"``), are too few to tell
-    (True or ``"few"``), or do not say which way (``"opaque"``: too few of their logs name a
-    direction; the hub then probes)."""
+    because its failures point both ways (``why`` ``"mixed"``), are too few to tell (``"few"``),
+    or do not say which way (``"opaque"``: too few of their logs name a direction; the hub then
+    probes)."""
     p = spec.param(param)
     if op is None:
-        why = {True: "few", False: "mixed"}.get(few, few)
         if why not in _KEEP_CAUSES:
-            raise ValueError(f"few: expected a bool, 'few', 'mixed' or 'opaque' (got {few!r})")
+            raise ValueError(f"why: expected 'few', 'mixed' or 'opaque' (got {why!r})")
         return {
             "error_type": p.error_type,
             "root_cause": _KEEP_CAUSES[why].format(term=term, param=param)[:ROOT_CAUSE_CHARS],
@@ -90,13 +89,14 @@ def expert_label(
     if sum(caused.values()) * 2 > len(truths):
         param, n = caused.most_common(1)[0]
         if n < min_evidence:
-            return {"agent": spec.name, **label_texts(spec, term, param, None, few=True)}
+            return {"agent": spec.name, **label_texts(spec, term, param, None, why="few")}
         reading = evidence_reading(spec, param, records, registry)
         if reading == "one-sided":
             optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
             op = "increase" if values[param] < optimum else "decrease"
             return {"agent": spec.name, **label_texts(spec, term, param, op)}
-        return {"agent": spec.name, **label_texts(spec, term, param, None, few=reading)}
+        return {"agent": spec.name, **label_texts(spec, term, param, None, why=reading)}
     code = Counter(r.error_code for r in records).most_common(1)[0][0]
     param = next(p.name for p in spec.params if p.error_code == code)
-    return {"agent": spec.name, **label_texts(spec, term, param, None, few=len(records) < min_evidence)}
+    why = "few" if len(records) < min_evidence else "mixed"
+    return {"agent": spec.name, **label_texts(spec, term, param, None, why=why)}

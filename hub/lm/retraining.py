@@ -108,7 +108,7 @@ def _keep(spec: AgentSpec, param: str, records: list[dict]) -> dict | None:
     term = first_term(spec)
     if spec.params and param not in {p.name for p in spec.params}:
         return None
-    texts = label_texts(spec, term, param, None, few=len(records) < MIN_EVIDENCE)
+    texts = label_texts(spec, term, param, None, why="few" if len(records) < MIN_EVIDENCE else "mixed")
     return {
         "agent": spec.name,
         "error_type": texts["error_type"],
@@ -207,7 +207,7 @@ def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
                 records = [x for x in example.incident.root_records if x.agent == spec.name and x.failed]
                 why = evidence_reading(spec, action[0], records, registry)
                 why = "mixed" if why == "one-sided" else why  # (a one-sided param's actions are all writable)
-                r = {"agent": spec.name, **label_texts(spec, first_term(spec), action[0], None, few=why)}
+                r = {"agent": spec.name, **label_texts(spec, first_term(spec), action[0], None, why=why)}
         out.append(r)
     return dataclasses.replace(example, reflections=out)
 
