@@ -10,17 +10,12 @@ from collections import Counter
 
 from rrsi.agents.self_reflection import symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.lm.prompt import verdict
+from rrsi.hub.lm.prompt import param_reading
+from rrsi.hub.lm.template import KEEP_REASONS, param_correction, param_root_cause
 from rrsi.scenario import Scenario
-from rrsi.schema import CORRECTION_CHARS, ROOT_CAUSE_CHARS, AgentSpec, StepRecord
+from rrsi.schema import AgentSpec, StepRecord
 
 __all__ = ["label_texts", "expert_label", "evidence_reading", "first_term"]
-
-_KEEP_CAUSES = {
-    "few": "{term}: too few {param} failures to tell",
-    "mixed": "{term}: {param} failures point both ways",
-    "opaque": "{term}: {param} failures do not say which way",
-}
 
 
 def first_term(spec: AgentSpec) -> str:
@@ -29,19 +24,10 @@ def first_term(spec: AgentSpec) -> str:
 
 
 def evidence_reading(spec: AgentSpec, param: str, records: list[StepRecord], registry: ErrorCodeRegistry) -> str:
-    """How ``param``'s failures among ``records`` read in the prompt's evidence line.
-
-    ``one-sided`` or ``mixed`` as :func:`~rrsi.hub.lm.prompt.verdict` says; otherwise ``opaque``
-    when fewer than half of its failures name a direction (the hub probes such a param), else
-    ``few`` (too few of them to tell).
-    """
+    """How ``param``'s failures among ``records`` read (:func:`~rrsi.hub.lm.prompt.param_reading`)."""
     votes = symptom_votes(spec, records, registry).get(param, Counter())
-    said = verdict(votes)
-    if said in ("one-sided", "mixed"):
-        return said
     code = spec.param(param).error_code
-    failures = sum(r.error_code == code for r in records)
-    return "opaque" if votes.total() * 2 < failures else "few"
+    return param_reading(votes, sum(r.error_code == code for r in records))
 
 
 def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, why: str = "mixed") -> dict:
@@ -50,21 +36,13 @@ def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, why: str
     or do not say which way (``"opaque"``: too few of their logs name a direction; the hub then
     probes)."""
     p = spec.param(param)
-    if op is None:
-        if why not in _KEEP_CAUSES:
-            raise ValueError(f"why: expected 'few', 'mixed' or 'opaque' (got {why!r})")
-        return {
-            "error_type": p.error_type,
-            "root_cause": _KEEP_CAUSES[why].format(term=term, param=param)[:ROOT_CAUSE_CHARS],
-            "correction": f"Keep {param} unchanged"[:CORRECTION_CHARS],
-            "action": None,
-        }
-    side = "low" if op == "increase" else "high"
+    if op is None and why not in KEEP_REASONS:
+        raise ValueError(f"why: expected 'few', 'mixed' or 'opaque' (got {why!r})")
     return {
         "error_type": p.error_type,
-        "root_cause": f"{term}: {param} too {side} causes most {param} failures"[:ROOT_CAUSE_CHARS],
-        "correction": f"{op.capitalize()} {param} by one bounded step"[:CORRECTION_CHARS],
-        "action": (param, op),
+        "root_cause": param_root_cause(term, param, op, why),
+        "correction": param_correction(param, op),
+        "action": (param, op) if op else None,
     }
 
 

@@ -47,6 +47,7 @@ __all__ = [
     "agent_views",
     "vote_summary",
     "verdict",
+    "param_reading",
     "prompt_text",
     "chat_prompt",
     "chat_prefix",
@@ -64,11 +65,10 @@ class PromptConfig(_Model):
         steps_per_param_agent: the same for agents with declared params (the bundled
             adapter is trained without them).
         scratchpad_chars: each scratchpad is cut to this many characters.
-        max_tokens: cap on the tokens of each free-text field of the answer (the expert labels'
-            fit in 24 but for one in a hundred, most in 12; a model that has lost its way
-            writes to the cap, one forward pass a token).
-        correction_tokens: the same for the correction (whose labels, "Increase p by one
-            bounded step", "Keep p unchanged", take at most 12 with the verb).
+        max_tokens: cap on the tokens of each free-text field of the answer (only agents
+            without declared params write free text; a model that has lost its way writes to
+            the cap, one forward pass a token).
+        correction_tokens: the same for the correction.
         max_records: only each agent's latest this many failing records are counted and shown
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
@@ -179,7 +179,9 @@ def agent_views(
         types = tuple(sorted({p.error_type for p in spec.params}))
         terms = tuple(context.domain_terms.get(a, ()))
         summary = _summary(evidence, config) if known else ""
-        views.append(AgentView(a, tuple(p.name for p in spec.params), terms, summary, acting if known else None, types))
+        readings = tuple((p.name, param_reading(v, n, config)) for p, n, v in evidence)
+        params = tuple(p.name for p in spec.params)
+        views.append(AgentView(a, params, terms, summary, acting if known else None, types, readings))
     return views
 
 
@@ -195,6 +197,16 @@ def verdict(votes: Counter, config: PromptConfig | None = None) -> str:
     """``one-sided``, ``mixed`` or ``too few``: how a param's symptom votes read (see the module doc)."""
     config = config or PromptConfig()
     return _sidedness(max(votes.values(), default=0), votes.total(), config)
+
+
+def param_reading(votes: Counter, failures: int, config: PromptConfig | None = None) -> str:
+    """How a param's ``failures`` read from their symptom ``votes``: ``one-sided`` or ``mixed`` as
+    :func:`verdict` says; otherwise ``opaque`` when fewer than half of them name a direction (the
+    hub probes such a param), else ``few`` (too few of them to tell)."""
+    said = verdict(votes, config)
+    if said in ("one-sided", "mixed"):
+        return said
+    return "opaque" if votes.total() * 2 < failures else "few"
 
 
 def _summary(evidence: list[tuple], config: PromptConfig) -> str:

@@ -27,9 +27,14 @@ before the texts that explain them. Free text is the slow part of an answer (one
 pass a token); written one agent after another it cost six agents ~380 sequential passes,
 written side by side it costs the longest agent's.
 
-Choices (root agent, error type, domain term, imperative verb, action) are enums taken from
-the incident's :class:`~rrsi.schema.ReflectionContext`; the root cause starts with a chosen
-domain term and the correction with a chosen imperative verb, so both satisfy the schema by
+Choices (root agent, error type, action, texts) are enums taken from the incident's
+:class:`~rrsi.schema.ReflectionContext`. An agent with declared params chooses its root cause and
+correction whole, among those its decision implies (:func:`param_root_cause`,
+:func:`param_correction`: an action's own, or a reason to keep one of its params): the 135M
+model trained for a few dozen steps wrote loops ("strict strict strict …") and texts that
+contradicted its decisions when it wrote them token by token, and those tokens were most of a
+reflection's time. An agent without declared params (a Who&When participant) writes free text
+after a chosen domain term and a chosen imperative verb. Either way both satisfy the schema by
 construction. :func:`answer_text` assembles the JSON answer from both parts' values (the
 restated ``evidence`` and ``attributed_root`` are left out). Training targets are rendered
 from the same programs (:func:`render_values`), so the model learns exactly the token
@@ -52,6 +57,9 @@ __all__ = [
     "AgentView",
     "program",
     "text_program",
+    "param_root_cause",
+    "param_correction",
+    "KEEP_REASONS",
     "answer_text",
     "action_option",
     "render_values",
@@ -62,8 +70,8 @@ __all__ = [
 
 # Bumped whenever the prompt or the answer's program changes: an adapter trained for another
 # version writes answers the decoder no longer asks for (see adapters.has_adapter).
-TEMPLATE_VERSION = 5  # 4: decisions first, then each agent's texts on a row of their own; 5: "too few" when
-# not even n of n votes could be one-sided (was "mixed")
+TEMPLATE_VERSION = 6  # 4: decisions first, then each agent's texts on a row of their own; 5: "too few" when
+# not even n of n votes could be one-sided (was "mixed"); 6: an agent with declared params chooses its texts whole
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
 
@@ -109,6 +117,8 @@ class AgentView:
     logs give a direction often enough to act on, so an agent without one has only "no action" to
     choose (the hub never acts on less, and a direction the logs do not give would be a guess).
     ``types``: the error types its reflection may name (empty: every type): those of its params.
+    ``readings``: ``(param, reading)`` of each param with failures, fewest failures first, as
+    :func:`~rrsi.hub.lm.prompt.param_reading` reads them.
     """
 
     name: str
@@ -117,6 +127,7 @@ class AgentView:
     evidence: str = ""
     actionable: tuple[str, ...] | None = None
     types: tuple[str, ...] = ()
+    readings: tuple[tuple[str, str], ...] = ()
 
     def action_options(self) -> tuple[str, ...]:
         """The action lists the agent's decision chooses from (``[]`` first)."""
@@ -177,10 +188,54 @@ def _action_words(actions: str) -> str:
     return " ".join(f"{a['op']} {a['param']}" for a in chosen) or "keep"
 
 
+KEEP_REASONS: tuple[str, ...] = ("few", "mixed", "opaque")
+_KEEP_CAUSES = {
+    "few": "{term}: too few {param} failures to tell",
+    "mixed": "{term}: {param} failures point both ways",
+    "opaque": "{term}: {param} failures do not say which way",
+}
+
+
+def param_root_cause(term: str, param: str, op: str | None, why: str = "mixed") -> str:
+    """The root cause an agent with declared params gives for acting on ``param`` (``op``), or for
+    keeping it (``op`` None) because its failures are too few to tell (``why`` ``"few"``), point
+    both ways (``"mixed"``) or do not say which way (``"opaque"``)."""
+    if op is not None:
+        side = "low" if op == "increase" else "high"
+        return f"{term}: {param} too {side} causes most {param} failures"[:ROOT_CAUSE_CHARS]
+    if why not in _KEEP_CAUSES:
+        raise ValueError(f"why: expected one of {list(KEEP_REASONS)} (got {why!r})")
+    return _KEEP_CAUSES[why].format(term=term, param=param)[:ROOT_CAUSE_CHARS]
+
+
+def param_correction(param: str, op: str | None) -> str:
+    """The correction of acting on ``param`` (``op``) or of keeping it (``op`` None)."""
+    text = f"{op.capitalize()} {param} by one bounded step" if op else f"Keep {param} unchanged"
+    return text[:CORRECTION_CHARS]
+
+
+def _text_options(agent: AgentView, actions: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The root causes and corrections an agent with declared params may write beside its decision:
+    an action's own (one per domain term), or, for "no action", a reason to keep each param."""
+    terms = agent.terms or ("",)
+    chosen = json.loads(actions)
+    if chosen:
+        param, op = chosen[0]["param"], chosen[0]["op"]
+        return tuple(param_root_cause(t, param, op) for t in terms), (param_correction(param, op),)
+    causes = tuple(param_root_cause(t, p, None, why) for t in terms for p in agent.params for why in KEEP_REASONS)
+    return causes, tuple(param_correction(p, None) for p in agent.params)
+
+
 def text_program(
     i: int, agent: AgentView, values: dict[str, str], max_tokens: int = 24, correction_tokens: int = 12
 ) -> list[Segment]:
     """The segments of the ``i``-th agent's texts, given the decisions' ``values``.
+
+    An agent with declared params chooses its texts whole (:func:`param_root_cause`,
+    :func:`param_correction`): the ones its decision implies (its action's, or a reason to keep a
+    param), so what it writes cannot contradict what it decided, and no token is spent on words the
+    decision already fixes. An agent without declared params (a Who&When participant) writes free
+    text after a chosen domain term and a chosen imperative verb.
 
     Args:
         i: the agent's place in the decisions.
@@ -193,19 +248,28 @@ def text_program(
     head = json.dumps(agent.name) + ', "evidence": ' + json.dumps(agent.evidence)
     head += ', "action": ' + json.dumps(_action_words(values[f"{i}.actions"]))
     head += ', "error_type": ' + json.dumps(values[f"{i}.error_type"])
+    opening = Fixed('\n{"agent": ' + head + ', "root_cause": "')
+    if agent.params:
+        causes, corrections = _text_options(agent, values[f"{i}.actions"])
+        return [
+            opening,
+            Choice(f"{i}.root_cause", causes),
+            Fixed('", "correction": "'),
+            Choice(f"{i}.correction", corrections),
+            Fixed('"}'),
+        ]
+    return [opening, *_free_texts(i, agent, max_tokens, min(max_tokens, correction_tokens))]
+
+
+def _free_texts(i: int, agent: AgentView, cause_tokens: int, correction_tokens: int) -> list[Segment]:
+    """A domain term and free text, then an imperative verb and free text (no conditional)."""
     return [
-        Fixed('\n{"agent": ' + head + ', "root_cause": "'),
         Choice(f"{i}.term", agent.terms or ("",)),
-        Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, max_tokens),
+        Free(f"{i}.root_cause", f"{i}.term", ROOT_CAUSE_CHARS, cause_tokens),
         Fixed('", "correction": "'),
         Choice(f"{i}.verb", VERBS),
         Free(
-            f"{i}.correction",
-            f"{i}.verb",
-            CORRECTION_CHARS,
-            min(max_tokens, correction_tokens),
-            no_conditional=True,
-            space_first=True,
+            f"{i}.correction", f"{i}.verb", CORRECTION_CHARS, correction_tokens, no_conditional=True, space_first=True
         ),
         Fixed('"}'),
     ]
@@ -218,8 +282,8 @@ def answer_text(agents: list[AgentView], values: dict[str, str]) -> str:
             "agent": a.name,
             "error_type": values[f"{i}.error_type"],
             "actions": json.loads(values[f"{i}.actions"]),
-            "root_cause": values[f"{i}.term"] + values[f"{i}.root_cause"],
-            "correction": values[f"{i}.verb"] + values[f"{i}.correction"],
+            "root_cause": values.get(f"{i}.term", "") + values[f"{i}.root_cause"],
+            "correction": values.get(f"{i}.verb", "") + values[f"{i}.correction"],
         }
         for i, a in enumerate(agents)
     ]
@@ -258,40 +322,70 @@ FIELD_OF = {
 }
 
 
+def _param_text_values(i: int, agent: AgentView, r: dict, actions: str) -> dict[str, str]:
+    """The text values of an agent with declared params: its texts when the template writes them
+    as they are; otherwise the ones it writes for the same decision. An action's texts are its own
+    (with the domain term ``r``'s root cause starts with); a keep's name the param ``r``'s texts
+    name (else the one with most failures) and the reason its evidence gives (a one-sided param
+    kept reads as "point both ways": the agent's failures were not mostly its param's)."""
+    causes, corrections = _text_options(agent, actions)
+    if r["root_cause"] in causes and r["correction"] in corrections:
+        return {f"{i}.root_cause": r["root_cause"], f"{i}.correction": r["correction"]}
+    term = next((t for t in sorted(agent.terms, key=len, reverse=True) if r["root_cause"].startswith(t)), None)
+    term = term if term is not None else (agent.terms or ("",))[0]
+    chosen = json.loads(actions)
+    if chosen:
+        param, op, why = chosen[0]["param"], chosen[0]["op"], ""
+    else:
+        text = r["root_cause"] + " " + r["correction"]
+        named = [p for p in sorted(agent.params, key=len, reverse=True) if p in text]
+        param = named[0] if named else (agent.readings[-1][0] if agent.readings else agent.params[0])
+        op, why = None, dict(agent.readings).get(param, "few")
+        why = "mixed" if why == "one-sided" else why
+    return {f"{i}.root_cause": param_root_cause(term, param, op, why), f"{i}.correction": param_correction(param, op)}
+
+
+def _free_text_values(i: int, agent: AgentView, r: dict) -> dict[str, str]:
+    """The text values of an agent without declared params: a domain term, then free text; an
+    imperative verb, then free text.
+
+    Raises:
+        ValueError: a root cause without a domain term or a correction without a verb.
+    """
+    term = next((t for t in sorted(agent.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
+    if term is None:
+        raise ValueError(
+            f"reflections[{i}].root_cause must start with one of {list(agent.terms)} (got {r['root_cause']!r})"
+        )
+    verb, _, rest = r["correction"].partition(" ")
+    if verb not in VERBS:
+        raise ValueError(f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})")
+    return {
+        f"{i}.term": term,
+        f"{i}.root_cause": r["root_cause"][len(term) :],
+        f"{i}.verb": verb,
+        f"{i}.correction": (" " + rest) if rest else "",
+    }
+
+
 def render_values(agents: list[AgentView], root_agent: str, reflections: list[dict]) -> dict[str, str]:
-    """The segment values that make the program produce ``reflections``.
+    """The segment values that make the programs produce ``reflections``.
 
     Args:
         agents: as for :func:`program`.
         root_agent: the incident's root agent.
-        reflections: one dict per agent (same order) with ``error_type``, ``root_cause``
-            (starting with one of the agent's terms), ``correction`` (starting with a verb of
-            :data:`VERBS`) and ``action`` (``None`` or ``(param, op)``).
+        reflections: one dict per agent (same order) with ``error_type``, ``action`` (``None`` or
+            ``(param, op)``), ``root_cause`` and ``correction``: for an agent with declared params,
+            texts the template writes, else they are rewritten as it would (see
+            :func:`_param_text_values`); otherwise a root cause starting with one of the
+            agent's terms and a correction starting with a verb of :data:`VERBS`.
 
     Raises:
-        ValueError: a value the program cannot produce; the message names the field.
+        ValueError: a value the programs cannot produce; the message names the field.
     """
     values = {"root_agent": root_agent}
     for i, (a, r) in enumerate(zip(agents, reflections, strict=True)):
-        term = next((t for t in sorted(a.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
-        if term is None:
-            raise ValueError(
-                f"reflections[{i}].root_cause must start with one of {list(a.terms)} (got {r['root_cause']!r})"
-            )
-        verb, _, rest = r["correction"].partition(" ")
-        if verb not in VERBS:
-            raise ValueError(
-                f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})"
-            )
         actions = _decisions(i, a, r)
-        values.update(
-            {
-                f"{i}.error_type": r["error_type"],
-                f"{i}.term": term,
-                f"{i}.root_cause": r["root_cause"][len(term) :],
-                f"{i}.verb": verb,
-                f"{i}.correction": (" " + rest) if rest else "",
-                f"{i}.actions": actions,
-            }
-        )
+        values.update({f"{i}.error_type": r["error_type"], f"{i}.actions": actions})
+        values.update(_param_text_values(i, a, r, actions) if a.params else _free_text_values(i, a, r))
     return values

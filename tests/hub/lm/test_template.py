@@ -45,6 +45,7 @@ def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
 
     scenario = bundled_scenario()
     codec = SegmentCodec(tokenizer)
+    text_groups = set()
     for ex in synthetic_examples(scenario, 5, seed=4):
         prep = prepare(ex.incident, scenario_registry(scenario))
         values = render_values(prep.views, ex.root_agent, ex.reflections)
@@ -52,15 +53,30 @@ def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
         assert len(ids) == len(groups) and set(groups) - {None} <= {"error_type", "decision"}
         for program in prep.text_programs(values):
             ids, groups = codec.target(program, values)
-            assert len(ids) == len(groups) and set(groups) - {None} == {"root_cause", "correction"}
+            # an action's texts are forced (nothing to learn); a keep's root cause and correction are chosen
+            assert len(ids) == len(groups) and set(groups) - {None} <= {"root_cause", "correction"}
+            text_groups |= set(groups) - {None}
         joint = parse_output(answer_text(prep.views, values), {}, prep)
         assert joint.root_agent == ex.root_agent
         assert [r.error_type for r in joint.reflections] == [r["error_type"] for r in ex.reflections]
+        # the labels' texts are the template's own, word for word
+        assert [(r.root_cause, r.correction) for r in joint.reflections] == [
+            (r["root_cause"], r["correction"]) for r in ex.reflections
+        ]
+    assert text_groups == {"root_cause", "correction"}
+
+
+def _without_params(inc, name: str):
+    from rrsi.schema import AgentSpec
+
+    spec = AgentSpec(name=name, domain_terms=inc.specs[name].domain_terms)
+    return type(inc)(inc.incident_id, inc.attribution, inc.root_records, {**inc.specs, name: spec})
 
 
 def test_render_refuses_what_the_template_cannot_write(incident):
+    """Free text (an agent without declared params) must start with a domain term and a verb."""
     inc, registry = incident
-    prep = prepare(inc, registry)
+    prep = prepare(_without_params(inc, "down"), registry)
     bad = [
         {"agent": "down", "error_type": "logic", "root_cause": "no term here", "correction": "Keep it", "action": None},
         {
@@ -73,6 +89,37 @@ def test_render_refuses_what_the_template_cannot_write(incident):
     ]
     with pytest.raises(ValueError, match=r"reflections\[0\].root_cause"):
         render_values(prep.views, "up", bad)
+    bad[0] |= {"root_cause": "summary: noise", "correction": "maybe later"}
+    with pytest.raises(ValueError, match=r"reflections\[0\].correction must start with a capitalized imperative"):
+        render_values(prep.views, "up", bad)
+
+
+def test_an_agent_with_params_writes_the_texts_its_decision_implies(incident):
+    """Texts the template does not write are rewritten as it would for the same decision: an
+    action's own; a keep names the param the texts name (else the one with most failures) and the
+    reason its evidence gives."""
+    from rrsi.hub.lm.template import Choice, Free
+
+    inc, registry = incident
+    prep = prepare(inc, registry)
+    values = render_values(prep.views, "up", [dict(r) for r in ROOT_UP_REFLECTIONS])
+    assert values["0.root_cause"] == "summary: too few length failures to tell"  # one failure
+    assert values["0.correction"] == "Keep length unchanged"
+    assert values["1.root_cause"] == "date format: strict too low causes most strict failures"
+    assert values["1.correction"] == "Increase strict by one bounded step"
+    up = prep.text_programs(values)[1]
+    assert not any(isinstance(s, Free) for s in up)
+    causes, corrections = [s.options for s in up if isinstance(s, Choice)]
+    assert causes == tuple(f"{t}: strict too low causes most strict failures" for t in prep.views[1].terms)
+    assert corrections == ("Increase strict by one bounded step",)
+    # keeping: a reason per param, any of the agent's terms; the texts as written when the template writes them
+    down = [s for s in prep.text_programs(values)[0] if isinstance(s, Choice)]
+    assert "summary: length failures point both ways" in down[0].options and down[1].options == (
+        "Keep length unchanged",
+    )
+    kept = [dict(ROOT_UP_REFLECTIONS[0], root_cause="summary: length failures point both ways"), ROOT_UP_REFLECTIONS[1]]
+    kept[0]["correction"] = "Keep length unchanged"
+    assert render_values(prep.views, "up", kept)["0.root_cause"] == "summary: length failures point both ways"
 
 
 def test_prompt_counts_each_params_failures(incident):
@@ -172,20 +219,24 @@ def test_the_answer_restates_the_votes_then_acts_names_the_root_last_then_explai
         '\n{"agent": "up", "evidence": "strict (format) 10 failures, increase 10 of 10, one-sided", '
         '"action": "increase strict", "error_type": "format", "root_cause": "'
     )
-    assert texts[1].index('"action": "increase strict"') < texts[1].index('"root_cause": "date format: strict too low"')
+    assert texts[1].index('"action": "increase strict"') < texts[1].index(
+        '"root_cause": "date format: strict too low causes most strict failures"'
+    )
     assert '"action": "keep"' in texts[0] and '"up"' not in texts[0]
     joint = parse_output(answer_text(prep.views, values), {}, prep)
     assert joint.root_agent == "up" and "evidence" not in joint.reflections[1].model_dump()
     assert joint.reflections[1].actions[0].op == "increase"
-    assert joint.reflections[1].correction == "Increase strict"
+    assert joint.reflections[1].correction == "Increase strict by one bounded step"
 
 
 def test_a_free_text_target_is_cut_where_the_decoder_would_cut_it(incident, tokenizer):
     from rrsi.hub.lm.segment_codec import SegmentCodec
 
     inc, registry = incident
-    prep = prepare(inc, registry, PromptConfig(max_tokens=2))
-    values = render_values(prep.views, "up", [dict(r) for r in ROOT_UP_REFLECTIONS])
+    prep = prepare(_without_params(inc, "up"), registry, PromptConfig(max_tokens=2))
+    reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
+    reflections[1]["action"] = None
+    values = render_values(prep.views, "up", reflections)
     ids, groups = SegmentCodec(tokenizer).target(prep.text_programs(values)[1], values)
     cause = [t for t, g in zip(ids, groups) if g == "root_cause"]
     term = SegmentCodec(tokenizer).ids("date format")
@@ -197,7 +248,10 @@ def test_the_correction_has_its_own_cap_within_the_root_causes(incident):
     from rrsi.hub.lm.template import Free
 
     inc, registry = incident
-    values = render_values(prepare(inc, registry).views, "up", [dict(r) for r in ROOT_UP_REFLECTIONS])
+    inc = _without_params(inc, "up")
+    reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
+    reflections[1]["action"] = None
+    values = render_values(prepare(inc, registry).views, "up", reflections)
 
     def caps(config):
         program = prepare(inc, registry, config).text_programs(values)[1]
