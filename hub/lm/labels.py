@@ -59,16 +59,19 @@ def expert_label(
 
     An agent whose own param caused most of its failures, at least ``min_evidence``, is labelled
     to act on it, towards the optimum, when its logs point one way (:func:`~rrsi.hub.lm.prompt.verdict`,
-    the hub's own test of any action); otherwise it keeps it, saying why: its logs point both
-    ways, or too few of them name a direction (opaque symptoms: the hub then probes). An expert
-    who reads the same prompt could justify no more."""
+    the hub's own test of any action); otherwise it keeps it (the param with most failures, when
+    no param caused most), saying why as its evidence line reads: too few to tell, pointing both
+    ways, or too few of them naming a direction (opaque symptoms: the hub then probes); a
+    one-sided param kept reads as too few caused by it, or, when no param caused most, as pointing
+    both ways. An expert who reads the same prompt could justify no more."""
     caused = Counter(t["param"] for t in truths if t["cause"] == "param")
     term = first_term(spec)
     if sum(caused.values()) * 2 > len(truths):
         param, n = caused.most_common(1)[0]
-        if n < min_evidence:
-            return {"agent": spec.name, **label_texts(spec, term, param, None, why="few")}
         reading = evidence_reading(spec, param, records, registry)
+        if n < min_evidence:
+            why = "few" if reading == "one-sided" else reading
+            return {"agent": spec.name, **label_texts(spec, term, param, None, why=why)}
         if reading == "one-sided":
             optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
             op = "increase" if values[param] < optimum else "decrease"
@@ -76,5 +79,6 @@ def expert_label(
         return {"agent": spec.name, **label_texts(spec, term, param, None, why=reading)}
     code = Counter(r.error_code for r in records).most_common(1)[0][0]
     param = next(p.name for p in spec.params if p.error_code == code)
-    why = "few" if len(records) < min_evidence else "mixed"
+    reading = evidence_reading(spec, param, records, registry)
+    why = "mixed" if reading == "one-sided" else reading
     return {"agent": spec.name, **label_texts(spec, term, param, None, why=why)}

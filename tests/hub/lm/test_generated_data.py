@@ -79,6 +79,36 @@ def test_a_fault_whose_logs_never_say_which_way_is_labelled_to_keep():
     assert not any("do not say which way" in r["root_cause"] for r in clear)
 
 
+def test_a_keep_label_gives_the_reason_its_evidence_line_reads():
+    """A label that keeps a param says why as the prompt's evidence reads that param (too few, both
+    ways, no direction), so its text never contradicts what the model is shown; only a one-sided
+    param kept (its failures not mostly its own) reads otherwise."""
+    from rrsi.hub.lm.template import param_root_cause
+
+    examples = generated_examples(4, 6, seed=20, max_tasks=80)
+    registry = examples_registry(examples)
+    said = {"few": "too few", "mixed": "mixed", "opaque": "no direction"}
+    checked = 0
+    for e in examples:
+        prep = prepare(e.incident, registry)
+        for view, r in zip(prep.views, e.reflections):
+            readings = dict(view.readings)
+            if r["action"] is not None or not readings:
+                continue
+            term = r["root_cause"].split(":", 1)[0]
+            reasons = {
+                why: p
+                for p in view.params
+                for why in ("few", "mixed", "opaque")
+                if r["root_cause"] == param_root_cause(term, p, None, why)
+            }
+            [(why, param)] = reasons.items()
+            if readings.get(param, "few") != "one-sided":
+                checked += 1
+                assert readings.get(param, "few") == why, (r["root_cause"], view.evidence, said[why])
+    assert checked >= 20
+
+
 def test_the_bundled_adapter_learns_from_generated_pipelines_and_who_and_when_never_a_bundled_scenario(
     monkeypatch,
 ):
