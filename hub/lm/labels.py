@@ -11,7 +11,7 @@ from collections import Counter
 from rrsi.agents.self_reflection import symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.prompt import param_reading
-from rrsi.hub.lm.template import KEEP_REASONS, param_correction, param_root_cause
+from rrsi.hub.lm.template import keep_reason, param_correction, param_root_cause
 from rrsi.scenario import Scenario
 from rrsi.schema import AgentSpec, StepRecord
 
@@ -36,8 +36,6 @@ def label_texts(spec: AgentSpec, term: str, param: str, op: str | None, why: str
     or do not say which way (``"opaque"``: too few of their logs name a direction; the hub then
     probes)."""
     p = spec.param(param)
-    if op is None and why not in KEEP_REASONS:
-        raise ValueError(f"why: expected 'few', 'mixed' or 'opaque' (got {why!r})")
     return {
         "error_type": p.error_type,
         "root_cause": param_root_cause(term, param, op, why),
@@ -70,8 +68,7 @@ def expert_label(
         param, n = caused.most_common(1)[0]
         reading = evidence_reading(spec, param, records, registry)
         if n < min_evidence:
-            why = "few" if reading == "one-sided" else reading
-            return {"agent": spec.name, **label_texts(spec, term, param, None, why=why)}
+            return {"agent": spec.name, **label_texts(spec, term, param, None, why=keep_reason(reading, "few"))}
         if reading == "one-sided":
             optimum = next(p.optimum for p in scenario.agent(spec.name).params if p.name == param)
             op = "increase" if values[param] < optimum else "decrease"
@@ -79,6 +76,5 @@ def expert_label(
         return {"agent": spec.name, **label_texts(spec, term, param, None, why=reading)}
     code = Counter(r.error_code for r in records).most_common(1)[0][0]
     param = next(p.name for p in spec.params if p.error_code == code)
-    reading = evidence_reading(spec, param, records, registry)
-    why = "mixed" if reading == "one-sided" else reading
+    why = keep_reason(evidence_reading(spec, param, records, registry))
     return {"agent": spec.name, **label_texts(spec, term, param, None, why=why)}

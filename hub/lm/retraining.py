@@ -46,7 +46,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.data import Example, example_from_row
 from rrsi.hub.lm.labels import evidence_reading, first_term, label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare
-from rrsi.hub.lm.template import action_option
+from rrsi.hub.lm.template import action_option, keep_reason
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
 
@@ -205,8 +205,8 @@ def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
             if action_option(action) not in view.action_options():
                 spec = example.incident.specs[r["agent"]]
                 records = [x for x in example.incident.root_records if x.agent == spec.name and x.failed]
-                why = evidence_reading(spec, action[0], records, registry)
-                why = "mixed" if why == "one-sided" else why  # (a one-sided param's actions are all writable)
+                # (keep_reason's one-sided case cannot occur: a one-sided param's actions are all writable)
+                why = keep_reason(evidence_reading(spec, action[0], records, registry))
                 r = {"agent": spec.name, **label_texts(spec, first_term(spec), action[0], None, why=why)}
         out.append(r)
     return dataclasses.replace(example, reflections=out)

@@ -60,6 +60,7 @@ __all__ = [
     "param_root_cause",
     "param_correction",
     "KEEP_REASONS",
+    "keep_reason",
     "answer_text",
     "action_option",
     "render_values",
@@ -188,12 +189,19 @@ def _action_words(actions: str) -> str:
     return " ".join(f"{a['op']} {a['param']}" for a in chosen) or "keep"
 
 
-KEEP_REASONS: tuple[str, ...] = ("few", "mixed", "opaque")
 _KEEP_CAUSES = {
     "few": "{term}: too few {param} failures to tell",
     "mixed": "{term}: {param} failures point both ways",
     "opaque": "{term}: {param} failures do not say which way",
 }
+KEEP_REASONS: tuple[str, ...] = tuple(_KEEP_CAUSES)
+
+
+def keep_reason(reading: str, one_sided: str = "mixed") -> str:
+    """The reason to keep a param whose failures read ``reading``
+    (:func:`~rrsi.hub.lm.prompt.param_reading`): the reading itself, or ``one_sided`` for a param
+    whose failures point one way though it is kept (they were not mostly its own)."""
+    return one_sided if reading == "one-sided" else reading
 
 
 def param_root_cause(term: str, param: str, op: str | None, why: str = "mixed") -> str:
@@ -204,7 +212,7 @@ def param_root_cause(term: str, param: str, op: str | None, why: str = "mixed") 
         side = "low" if op == "increase" else "high"
         return f"{term}: {param} too {side} causes most {param} failures"[:ROOT_CAUSE_CHARS]
     if why not in _KEEP_CAUSES:
-        raise ValueError(f"why: expected one of {list(KEEP_REASONS)} (got {why!r})")
+        raise ValueError(f"why: expected 'few', 'mixed' or 'opaque' (got {why!r})")
     return _KEEP_CAUSES[why].format(term=term, param=param)[:ROOT_CAUSE_CHARS]
 
 
@@ -340,8 +348,7 @@ def _param_text_values(i: int, agent: AgentView, r: dict, actions: str) -> dict[
         text = r["root_cause"] + " " + r["correction"]
         named = [p for p in sorted(agent.params, key=len, reverse=True) if p in text]
         param = named[0] if named else (agent.readings[-1][0] if agent.readings else agent.params[0])
-        op, why = None, dict(agent.readings).get(param, "few")
-        why = "mixed" if why == "one-sided" else why
+        op, why = None, keep_reason(dict(agent.readings).get(param, "few"))
     return {f"{i}.root_cause": param_root_cause(term, param, op, why), f"{i}.correction": param_correction(param, op)}
 
 
