@@ -1,5 +1,5 @@
 """A real headless Chromium (Debian's chromium + chromium-driver) driven by Selenium; nothing downloads a
-browser. setup.sh installs both; where neither is installed the browser tests skip, saying why."""
+browser. `./setup.sh --browser` installs both; where neither is installed the browser tests skip, saying why."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ DRIVER = shutil.which("chromedriver") or ("/usr/bin/chromedriver" if Path("/usr/
 def browser():
     webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (pip install -e '.[test]')")
     if CHROMIUM is None or DRIVER is None:
-        pytest.skip("no Chromium here: setup.sh installs Debian's chromium and chromium-driver (apt-get)")
+        pytest.skip("no Chromium here: `./setup.sh --browser` installs Debian's chromium and chromium-driver (apt-get)")
     service = pytest.importorskip("selenium.webdriver.chrome.service")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
