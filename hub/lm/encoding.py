@@ -12,7 +12,7 @@ from rrsi.errors import SchemaError
 from rrsi.hub.lm.data import Example
 from rrsi.hub.lm.prompt import chat_prompt, prepare
 from rrsi.hub.lm.segment_codec import SegmentCodec
-from rrsi.hub.lm.template import render_values
+from rrsi.hub.lm.targets import render_values
 
 if TYPE_CHECKING:
     from rrsi.hub.lm.lora_training import TrainConfig
@@ -101,7 +101,7 @@ def _values(ex: Example, prep, skipped: list[tuple[str, str]] | None) -> dict[st
         SchemaError: the template cannot write it and ``skipped`` is None.
     """
     try:
-        return render_values(prep.views, ex.root_agent, ex.reflections)
+        return render_values(prep.views, ex.root_agent, ex.reflections, ex.incident.attribution.root_agent)
     except ValueError as exc:
         if skipped is None:
             raise SchemaError(f"examples: incident {ex.incident.incident_id!r}: {exc}") from None

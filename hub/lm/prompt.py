@@ -181,7 +181,8 @@ def agent_views(
         summary = _summary(evidence, config) if known else ""
         readings = tuple((p.name, param_reading(v, n, config)) for p, n, v in evidence)
         params = tuple(p.name for p in spec.params)
-        views.append(AgentView(a, params, terms, summary, acting if known else None, types, readings))
+        top = max((n for _, n, _ in evidence), default=0)
+        views.append(AgentView(a, params, terms, summary, acting if known else None, types, readings, top))
     return views
 
 

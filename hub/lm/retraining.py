@@ -46,7 +46,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.lm.data import Example, example_from_row
 from rrsi.hub.lm.labels import evidence_reading, first_term, label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare
-from rrsi.hub.lm.template import action_option, keep_reason
+from rrsi.hub.lm.template import action_option, keep_reason, root_options
 from rrsi.schema import AgentSpec, JointReflection, UpdatePlan, _Model
 from rrsi.store import SAMPLE_STATES, Store
 
@@ -195,6 +195,8 @@ def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
     them, point one way; a promoted action elsewhere (a probe found the direction, or the
     evidence the hub acted on lies outside the sample's window) is not a decision the model
     could have made from its prompt, so the sample teaches it what it could: keep, saying why.
+    Likewise a root agent the root-agent choice may not name (:func:`root_options`) becomes the
+    attribution's root.
     """
     prep = prepare(example.incident, registry)
     views = {v.name: v for v in prep.views} if prep is not None else {}
@@ -209,7 +211,10 @@ def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
                 why = keep_reason(evidence_reading(spec, action[0], records, registry))
                 r = {"agent": spec.name, **label_texts(spec, first_term(spec), action[0], None, why=why)}
         out.append(r)
-    return dataclasses.replace(example, reflections=out)
+    root, attributed = example.root_agent, example.incident.attribution.root_agent
+    if prep is not None and root not in root_options(prep.views, attributed):
+        root = attributed
+    return dataclasses.replace(example, reflections=out, root_agent=root)
 
 
 def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str, policy: RetrainingPolicy) -> dict:

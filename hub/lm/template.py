@@ -22,7 +22,8 @@ error type (the type of the param with most failures), so the model decides from
 the text beside it rather than from a block of the prompt hundreds of tokens back (the 135M
 model trained for a few dozen steps did not learn the latter). The root agent is chosen
 last, after every agent's evidence and decision, with the attribution's root restated beside
-it (``attributed_root``, forced). A text row restates its agent's decisions (forced) right
+it (``attributed_root``, forced), among the agents the evidence lines support
+(:func:`root_options`). A text row restates its agent's decisions (forced) right
 before the texts that explain them. Free text is the slow part of an answer (one forward
 pass a token); written one agent after another it cost six agents ~380 sequential passes,
 written side by side it costs the longest agent's.
@@ -37,7 +38,7 @@ reflection's time. An agent without declared params (a Who&When participant) wri
 after a chosen domain term and a chosen imperative verb. Either way both satisfy the schema by
 construction. :func:`answer_text` assembles the JSON answer from both parts' values (the
 restated ``evidence`` and ``attributed_root`` are left out). Training targets are rendered
-from the same programs (:func:`render_values`), so the model learns exactly the token
+from the same programs (:func:`~rrsi.hub.lm.targets.render_values`), so the model learns exactly the token
 sequences the decoder lets it write.
 """
 
@@ -63,7 +64,8 @@ __all__ = [
     "keep_reason",
     "answer_text",
     "action_option",
-    "render_values",
+    "text_options",
+    "root_options",
     "VERBS",
     "OPS",
     "FIELD_OF",
@@ -119,7 +121,8 @@ class AgentView:
     choose (the hub never acts on less, and a direction the logs do not give would be a guess).
     ``types``: the error types its reflection may name (empty: every type): those of its params.
     ``readings``: ``(param, reading)`` of each param with failures, fewest failures first, as
-    :func:`~rrsi.hub.lm.prompt.param_reading` reads them.
+    :func:`~rrsi.hub.lm.prompt.param_reading` reads them. ``failures``: the most failures any one
+    of its params has (what :func:`root_options` compares).
     """
 
     name: str
@@ -129,6 +132,7 @@ class AgentView:
     actionable: tuple[str, ...] | None = None
     types: tuple[str, ...] = ()
     readings: tuple[tuple[str, str], ...] = ()
+    failures: int = 0
 
     def action_options(self) -> tuple[str, ...]:
         """The action lists the agent's decision chooses from (``[]`` first)."""
@@ -177,10 +181,19 @@ def program(agents: list[AgentView], attributed: str = "") -> list[Segment]:
         ]
     segs += [
         Fixed('], "attributed_root": ' + json.dumps(attributed) + ', "root_agent": "'),
-        Choice("root_agent", tuple(a.name for a in agents)),
+        Choice("root_agent", root_options(agents, attributed)),
         Fixed('"}'),
     ]
     return _merge(segs)
+
+
+def root_options(agents: list[AgentView], attributed: str) -> tuple[str, ...]:
+    """The agents the root-agent choice may name: the attribution's root and every agent whose
+    params' failures are as many as its (the most any one param has): the model may overrule the
+    attribution where the evidence lines give it cause, never for an agent they show less of. All
+    of them when the attributed root has no failures of its params (or no reflection)."""
+    least = next((a.failures for a in agents if a.name == attributed), 0)
+    return tuple(a.name for a in agents if a.failures >= least or a.name == attributed)
 
 
 def _action_words(actions: str) -> str:
@@ -222,7 +235,7 @@ def param_correction(param: str, op: str | None) -> str:
     return text[:CORRECTION_CHARS]
 
 
-def _text_options(agent: AgentView, actions: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def text_options(agent: AgentView, actions: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The root causes and corrections an agent with declared params may write beside its decision:
     an action's own (one per domain term), or, for "no action", a reason to keep each param."""
     terms = agent.terms or ("",)
@@ -258,7 +271,7 @@ def text_program(
     head += ', "error_type": ' + json.dumps(values[f"{i}.error_type"])
     opening = Fixed('\n{"agent": ' + head + ', "root_cause": "')
     if agent.params:
-        causes, corrections = _text_options(agent, values[f"{i}.actions"])
+        causes, corrections = text_options(agent, values[f"{i}.actions"])
         return [
             opening,
             Choice(f"{i}.root_cause", causes),
@@ -298,26 +311,6 @@ def answer_text(agents: list[AgentView], values: dict[str, str]) -> str:
     return json.dumps({"reflections": reflections, "root_agent": values["root_agent"]})
 
 
-def _decisions(i: int, agent: AgentView, r: dict) -> str:
-    """The action list ``r`` (the ``i``-th reflection) decides, checked against what ``agent`` may choose.
-
-    Raises:
-        ValueError: an action or error type outside the agent's options; names the field.
-    """
-    action = r.get("action")
-    actions = action_option(action)
-    if actions not in agent.action_options():
-        raise ValueError(
-            f"reflections[{i}].action: {agent.name} may act only on params whose logs give a direction "
-            f"({list(agent.actionable or ())}; got {action[0]!r})"
-        )
-    if r["error_type"] not in agent.type_options():
-        raise ValueError(
-            f"reflections[{i}].error_type: must be one of {list(agent.type_options())} (got {r['error_type']!r})"
-        )
-    return actions
-
-
 # The loss weight group of each named segment (see lora_training.FieldWeights).
 FIELD_OF = {
     "root_agent": "decision",
@@ -328,71 +321,3 @@ FIELD_OF = {
     "correction": "correction",
     "actions": "decision",
 }
-
-
-def _param_text_values(i: int, agent: AgentView, r: dict, actions: str) -> dict[str, str]:
-    """The text values of an agent with declared params: its texts when the template writes them
-    as they are; otherwise the ones it writes for the same decision. An action's texts are its own
-    (with the domain term ``r``'s root cause starts with); a keep's name the param ``r``'s texts
-    name (else the one with most failures) and the reason its evidence gives (a one-sided param
-    kept reads as "point both ways": the agent's failures were not mostly its param's)."""
-    causes, corrections = _text_options(agent, actions)
-    if r["root_cause"] in causes and r["correction"] in corrections:
-        return {f"{i}.root_cause": r["root_cause"], f"{i}.correction": r["correction"]}
-    term = next((t for t in sorted(agent.terms, key=len, reverse=True) if r["root_cause"].startswith(t)), None)
-    term = term if term is not None else (agent.terms or ("",))[0]
-    chosen = json.loads(actions)
-    if chosen:
-        param, op, why = chosen[0]["param"], chosen[0]["op"], ""
-    else:
-        text = r["root_cause"] + " " + r["correction"]
-        named = [p for p in sorted(agent.params, key=len, reverse=True) if p in text]
-        param = named[0] if named else (agent.readings[-1][0] if agent.readings else agent.params[0])
-        op, why = None, keep_reason(dict(agent.readings).get(param, "few"))
-    return {f"{i}.root_cause": param_root_cause(term, param, op, why), f"{i}.correction": param_correction(param, op)}
-
-
-def _free_text_values(i: int, agent: AgentView, r: dict) -> dict[str, str]:
-    """The text values of an agent without declared params: a domain term, then free text; an
-    imperative verb, then free text.
-
-    Raises:
-        ValueError: a root cause without a domain term or a correction without a verb.
-    """
-    term = next((t for t in sorted(agent.terms or ("",), key=len, reverse=True) if r["root_cause"].startswith(t)), None)
-    if term is None:
-        raise ValueError(
-            f"reflections[{i}].root_cause must start with one of {list(agent.terms)} (got {r['root_cause']!r})"
-        )
-    verb, _, rest = r["correction"].partition(" ")
-    if verb not in VERBS:
-        raise ValueError(f"reflections[{i}].correction must start with a capitalized imperative verb (got {verb!r})")
-    return {
-        f"{i}.term": term,
-        f"{i}.root_cause": r["root_cause"][len(term) :],
-        f"{i}.verb": verb,
-        f"{i}.correction": (" " + rest) if rest else "",
-    }
-
-
-def render_values(agents: list[AgentView], root_agent: str, reflections: list[dict]) -> dict[str, str]:
-    """The segment values that make the programs produce ``reflections``.
-
-    Args:
-        agents: as for :func:`program`.
-        root_agent: the incident's root agent.
-        reflections: one dict per agent (same order) with ``error_type``, ``action`` (``None`` or
-            ``(param, op)``), ``root_cause`` and ``correction``: for an agent with declared params,
-            texts the template writes, else they are rewritten as it would (see
-            :func:`_param_text_values`); otherwise a root cause starting with one of the
-            agent's terms and a correction starting with a verb of :data:`VERBS`.
-
-    Raises:
-        ValueError: a value the programs cannot produce; the message names the field.
-    """
-    values = {"root_agent": root_agent}
-    for i, (a, r) in enumerate(zip(agents, reflections, strict=True)):
-        actions = _decisions(i, a, r)
-        values.update({f"{i}.error_type": r["error_type"], f"{i}.actions": actions})
-        values.update(_param_text_values(i, a, r, actions) if a.params else _free_text_values(i, a, r))
-    return values

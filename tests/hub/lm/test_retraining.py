@@ -310,3 +310,14 @@ def test_a_promoted_action_the_prompt_gives_no_grounds_for_is_learned_as_keep(in
     assert by_agent["up"]["action"] == ("strict", "increase")
     assert by_agent["down"]["action"] is None and by_agent["down"]["correction"] == "Keep length unchanged"
     assert by_agent["down"]["root_cause"] == "summary: too few length failures to tell"
+
+
+def test_a_root_agent_the_evidence_does_not_support_is_learned_as_the_attributed_root(incident):
+    """A sample naming down (one failure) the root over the attributed up (ten) teaches up: the
+    root-agent choice may not name down there."""
+    from rrsi.hub.lm.retraining import writable
+
+    inc, registry = incident
+    joint = _joint().model_copy(update={"root_agent": "down"})
+    assert writable(example_from_row(sample_row(inc, joint), source="hub"), registry).root_agent == "up"
+    assert writable(example_from_row(sample_row(inc, _joint()), source="hub"), registry).root_agent == "up"

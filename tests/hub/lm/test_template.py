@@ -7,7 +7,8 @@ import pytest
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
 from rrsi.hub.lm.lm_reflector import parse_output
 from rrsi.hub.lm.prompt import PromptConfig, prepare
-from rrsi.hub.lm.template import answer_text, render_values
+from rrsi.hub.lm.targets import render_values
+from rrsi.hub.lm.template import answer_text
 from tests.helpers import ROOT_UP_REFLECTIONS
 
 
@@ -288,3 +289,23 @@ def test_only_params_whose_logs_give_a_direction_can_be_acted_on(incident):
     wrong_type[1]["error_type"] = "safety"
     with pytest.raises(ValueError, match=r"reflections\[1\].error_type"):
         render_values(prepare(inc, registry).views, "up", wrong_type)
+
+
+def test_the_root_agent_choice_names_the_attributed_root_and_agents_with_as_many_failures(incident):
+    """up (attributed, ten failures of strict) against down (one failure of length): down may not be
+    named the root; with down attributed, either may."""
+    from rrsi.hub.lm.template import Choice, program, root_options
+
+    inc, registry = incident
+    views = prepare(inc, registry).views
+    assert [(v.name, v.failures) for v in views] == [("down", 1), ("up", 10)]
+    assert root_options(views, "up") == ("up",)
+    assert root_options(views, "down") == ("down", "up")
+    assert root_options(views, "elsewhere") == ("down", "up")  # attributed root without a reflection: all
+    root = next(s for s in program(views, "up") if isinstance(s, Choice) and s.name == "root_agent")
+    assert root.options == ("up",)
+    with pytest.raises(ValueError, match=r"root_agent: must be one of \['up'\]"):
+        render_values(views, "down", [dict(r) for r in ROOT_UP_REFLECTIONS], attributed="up")
+    assert (
+        render_values(views, "down", [dict(r) for r in ROOT_UP_REFLECTIONS], attributed="down")["root_agent"] == "down"
+    )
