@@ -188,12 +188,13 @@ def program(agents: list[AgentView], attributed: str = "") -> list[Segment]:
 
 
 def root_options(agents: list[AgentView], attributed: str) -> tuple[str, ...]:
-    """The agents the root-agent choice may name: the attribution's root and every agent whose
-    params' failures are as many as its (the most any one param has): the model may overrule the
-    attribution where the evidence lines give it cause, never for an agent they show less of. All
-    of them when the attributed root has no failures of its params (or no reflection)."""
+    """The agents the root-agent choice may name: the attribution's root and every agent with more
+    failures of one of its params than it has (the most any one param has): the model may overrule
+    the attribution where the evidence lines show another agent failing more, never for an agent
+    they show as many or fewer of (a tie goes to the attribution). All of them when the
+    attributed root has no failures of its params (or no reflection)."""
     least = next((a.failures for a in agents if a.name == attributed), 0)
-    return tuple(a.name for a in agents if a.failures >= least or a.name == attributed)
+    return tuple(a.name for a in agents if a.failures > least or a.name == attributed or not least)
 
 
 def _action_words(actions: str) -> str:

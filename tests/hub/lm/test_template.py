@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
@@ -291,9 +293,10 @@ def test_only_params_whose_logs_give_a_direction_can_be_acted_on(incident):
         render_values(prepare(inc, registry).views, "up", wrong_type)
 
 
-def test_the_root_agent_choice_names_the_attributed_root_and_agents_with_as_many_failures(incident):
+def test_the_root_agent_choice_names_the_attributed_root_and_agents_with_more_failures(incident):
     """up (attributed, ten failures of strict) against down (one failure of length): down may not be
-    named the root; with down attributed, either may."""
+    named the root; with down attributed, either may; with as many failures each, only the
+    attributed one."""
     from rrsi.hub.lm.template import Choice, program, root_options
 
     inc, registry = incident
@@ -302,6 +305,9 @@ def test_the_root_agent_choice_names_the_attributed_root_and_agents_with_as_many
     assert root_options(views, "up") == ("up",)
     assert root_options(views, "down") == ("down", "up")
     assert root_options(views, "elsewhere") == ("down", "up")  # attributed root without a reflection: all
+    tied = [dataclasses.replace(v, failures=10) for v in views]
+    assert root_options(tied, "down") == ("down",)
+    assert root_options(tied, "up") == ("up",)
     root = next(s for s in program(views, "up") if isinstance(s, Choice) and s.name == "root_agent")
     assert root.options == ("up",)
     with pytest.raises(ValueError, match=r"root_agent: must be one of \['up'\]"):
