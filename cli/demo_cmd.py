@@ -113,7 +113,7 @@ def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
     if not adapters.has_adapter(adapters.adapter_dir(adapters.DEFAULT_ADAPTER)):
         console.print(
             "[bold]First use: training the LM Reflector's LoRA adapter on incidents of generated pipelines "
-            "(about 3 minutes on 2 cores; --reflector rule skips it)[/bold]"
+            "(2–3 minutes on 2 cores; --reflector rule skips it)[/bold]"
         )
     adapter = adapters.ensure_adapter(progress=True, workers=SIM_WORKERS)  # before Ray starts
     if config.retrain:
@@ -174,7 +174,7 @@ def _add_hub_choices(demo: argparse.ArgumentParser) -> None:
         choices=["rule", "lm"],
         default="lm",
         help="who reflects in hub mode: the SmolLM2 LM Reflector (default; its adapter is trained on "
-        "first use, about 3 minutes on 2 cores) or the rule Reflector of the error-code registry",
+        "first use, 2–3 minutes on 2 cores) or the rule Reflector of the error-code registry",
     )
     demo.add_argument(
         "--retrain-every",

@@ -44,11 +44,15 @@ DEFAULT_ADAPTER = "default"
 # on every linear layer of the top 8 blocks (q/v alone reached the same loss in 60 steps
 # that this reaches in 20). The decisions (act or not, root agent) weigh as much as the texts
 # together: at 0.4 the adapter learned the texts and still answered "no action" everywhere.
+# No LoRA dropout: drawing its masks took 16 % of a CPU step's time; 44 steps without it
+# take less time than 40 with it (3.2 s a step against 4.1) and scored as well on held-out
+# incidents (40 without it: a point lower on the generated pipelines' error types).
 DEFAULT_TRAINING = {
-    "steps": 40,
+    "steps": 44,
     "batch_size": 4,
     "lr": 3e-3,
     "lora_layers": 8,
+    "lora_dropout": 0.0,
     "seed": 0,
     "weights": {"decision": 1.0},
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
