@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rrsi.hub.lm.lm_reflector import LMReflector
 from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.schema import JointReflection, Reflection, validate
@@ -34,8 +36,18 @@ def test_no_evidence_gives_none_without_running_the_model(lm, incident):
     assert reflector.tokens == 0
 
 
+_REFERENCES: dict[tuple, tuple] = {}  # one reference decode per prompt and program, whatever the test's parameters
+
+
 def _reference(model, tokenizer, walker, codec, ids: list[int], segments) -> tuple[list[int], dict, dict]:
     """Plain, uncached, one-row, one-decision-at-a-time greedy decode of ``segments`` after ``ids``."""
+    key = (id(model), tuple(ids), repr(segments))
+    if key not in _REFERENCES:
+        _REFERENCES[key] = _decode_reference(model, tokenizer, walker, codec, ids, segments)
+    return _REFERENCES[key]
+
+
+def _decode_reference(model, tokenizer, walker, codec, ids: list[int], segments) -> tuple[list[int], dict, dict]:
     import torch
 
     from rrsi.hub.lm.program_walker import Row
@@ -53,14 +65,26 @@ def _reference(model, tokenizer, walker, codec, ids: list[int], segments) -> tup
     return row.out, row.values, row.logp
 
 
-def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
+@pytest.mark.parametrize("share_from", [0, 10**9], ids=["tail-shared", "tail-on-each-branch"])
+def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident, monkeypatch, share_from):
     """Chunked forced runs over a shared KV cache with padded rows, the cached prompt prefix and
     verified guesses decode exactly what a plain, uncached, one-row, one-decision-at-a-time
     loop decodes; so do the texts decoded on forked rows, each against a reference that decodes
-    the decisions and then that agent's texts on one row."""
+    the decisions and then that agent's texts on one row, whether the trunk's tail went into its
+    cache before the fork or is fed on every branch."""
+    from rrsi.hub.lm import constrained
     from rrsi.hub.lm.constrained import ConstrainedDecoder
     from rrsi.hub.lm.prompt import chat_prefix, chat_prompt
 
+    monkeypatch.setattr(constrained, "SHARED_TAIL_MIN", share_from)
+    shared, share_tails = [], ConstrainedDecoder._share_tails
+
+    def spy(self, rows, cached, *rest):
+        fed = share_tails(self, rows, cached, *rest)
+        shared.append(fed != cached)
+        return fed
+
+    monkeypatch.setattr(ConstrainedDecoder, "_share_tails", spy)
     model, tokenizer = lm
     inc, registry = incident
     quiet = type(inc)("inc-2", inc.attribution, inc.root_records[-1:], inc.specs)
@@ -69,6 +93,7 @@ def test_batched_decode_matches_a_token_at_a_time_reference(lm, incident):
     decoder = ConstrainedDecoder(model, tokenizer, prefix=chat_prefix(tokenizer))
     batched = decoder.decode(prompts, [p.segments for p in preps])
     forked = decoder.decode_forked(prompts, [p.segments for p in preps], lambda k, d: preps[k].text_programs(d.values))
+    assert shared == [share_from == 0]
     walker, codec = decoder.walker, decoder.codec
     for prompt, prep, got, (trunk, texts) in zip(prompts, preps, batched, forked):
         ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
