@@ -6,14 +6,16 @@
   the step's four parts);
 - ``fp32``: parts, and prompts of template 3 on (a scratchpad only for agents without declared
   params), in fp32;
-- ``now``: as ``fp32``, under bf16 autocast where the CPU has native bf16 (AMX or AVX-512 BF16):
-  what first use runs.
+- ``recompute``: as ``fp32``, under bf16 autocast where the CPU has native bf16 (AMX or AVX-512
+  BF16), the frozen lower layers run again whenever an example is drawn again;
+- ``now``: as ``recompute``, what those layers give each example kept from its first draw
+  (``keep_lower``): what first use runs.
 
 Each trains a fresh adapter on the bundled adapter's examples (generated pipelines and
 Who&When reasons, :func:`~rrsi.hub.lm.adapters.default_examples`) with the same seed, so the
 same batches; the figure is the training loop's time (model load and tokenization excluded).
 
-    python bench/train_step.py [--steps 40] [--variants before,now]
+    python bench/train_step.py [--steps 44] [--variants recompute,now]
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ VARIANTS = {
     "before": {"micro_batch": 4, "prompt": {"steps_per_param_agent": 1}},
     "parts": {"micro_batch": 1, "prompt": {"steps_per_param_agent": 1}},
     "fp32": {"precision": "fp32"},
+    "recompute": {"keep_lower": False},
     "now": {},
 }
 
