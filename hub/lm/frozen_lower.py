@@ -10,7 +10,9 @@ runs only the layers from there on; the answer is the one the whole decoder give
 kernels on the same inputs: the adapter trained is byte-identical).
 
 It only serves one example per forward pass (the CPU path, ``micro_batch`` 1): a padded batch
-of several would make the kept state depend on its neighbours' lengths.
+of several would make the kept state depend on its neighbours' lengths. What it keeps is
+bounded (``max_bytes``; the default recipe keeps about 90 MB): an example that would exceed
+it is not kept, and runs its lower layers again when drawn again.
 """
 
 from __future__ import annotations
@@ -34,9 +36,10 @@ class FrozenLower:
     Args:
         model: the model being trained (plain or peft-wrapped); its trainable parameters decide
             where the frozen lower part ends.
+        max_bytes: the most the kept hidden states may take together.
     """
 
-    def __init__(self, model) -> None:
+    def __init__(self, model, max_bytes: int = 1 << 30) -> None:
         inner = model.get_base_model() if hasattr(model, "get_base_model") else model
         self.decoder = inner.get_decoder()
         layers = self.decoder.layers
@@ -45,17 +48,22 @@ class FrozenLower:
         frozen_embeddings = not any(p.requires_grad for p in self.decoder.embed_tokens.parameters())
         self.enabled = frozen_embeddings and 0 < self.split < len(layers)
         self.kept: dict[object, torch.Tensor] = {}
+        self.max_bytes, self.bytes = max_bytes, 0
 
     def hidden(self, key: object, ids: torch.Tensor, position_ids: torch.Tensor) -> torch.Tensor:
         """The decoder's last hidden state for one unpadded example (``ids`` of shape 1 × n)."""
         if not self.enabled:
             return self.decoder(input_ids=ids, position_ids=position_ids, use_cache=False).last_hidden_state
-        if key not in self.kept:
-            self.kept[key] = self._lower(ids, position_ids)
+        lower = self.kept.get(key)
+        if lower is None:
+            lower = self._lower(ids, position_ids)
+            size = lower.numel() * lower.element_size()
+            if self.bytes + size <= self.max_bytes:
+                self.kept[key], self.bytes = lower, self.bytes + size
         layers = self.decoder.layers
         self.decoder.layers = torch.nn.ModuleList(list(layers)[self.split :])
         try:
-            out = self.decoder(inputs_embeds=self.kept[key], position_ids=position_ids, use_cache=False)
+            out = self.decoder(inputs_embeds=lower, position_ids=position_ids, use_cache=False)
         finally:
             self.decoder.layers = layers
         return out.last_hidden_state

@@ -54,12 +54,15 @@ def test_kept_lower_layers_give_the_whole_decoders_loss_and_gradient(incident, l
 
         whole = loss_and_grad(None)
         first, again = loss_and_grad((frozen, "a")), loss_and_grad((frozen, "a"))
+        assert len(runs) == 2  # the whole decoder once, the lower layers once for both kept passes
+        full = FrozenLower(peft, max_bytes=frozen.bytes - 1)  # no room to keep it
+        unkept = [loss_and_grad((full, "a")) for _ in range(2)]
+        assert len(runs) == 4 and not full.kept and full.bytes == 0
     finally:
         hook.remove()
         peft.unload()  # the session's shared base model, unchanged
-    assert len(runs) == 2  # the whole decoder once, the lower layers once for both kept passes
     assert len(model.model.layers) == 30
-    for loss, grads in (first, again):
+    for loss, grads in (first, again, *unkept):
         assert torch.equal(loss, whole[0])
         assert all(torch.equal(a, b) for a, b in zip(grads, whole[1]))
 
