@@ -226,7 +226,7 @@ def _step_loss(
     inner = model.get_base_model() if hasattr(model, "get_base_model") else model
     pos = (attn.cumsum(-1) - 1).clamp(min=0)
     mask = None if bool(attn.all()) else attn  # unpadded: SDPA's causal kernel, no mask tensor
-    if lower is not None and mask is None and ids.shape[0] == 1:
+    if lower is not None:
         hidden = lower[0].hidden(lower[1], ids, pos)
     else:
         decoder = inner.get_decoder()
@@ -280,12 +280,12 @@ def _backward_batch(
 ) -> float:
     """Backpropagate the loss of ``batch`` in parts of ``micro`` examples (longest first; the parts'
     losses sum to the batch's: one gradient, less padding); returns the batch's loss. ``frozen``:
-    the lower layers' outputs kept per example, used for parts of one example."""
+    the lower layers' outputs kept per example (only with ``micro`` 1: each part is one example)."""
     totals = group_totals(batch)
     loss = 0.0
     for part in _parts(batch, micro):
         ids, attn, groups, shares = _batch(part, pad, device)
-        lower = (frozen, id(part[0])) if frozen is not None and len(part) == 1 else None
+        lower = None if frozen is None else (frozen, id(part[0]))
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=use_bf16):
             part_loss = _step_loss(model, ids, attn, groups, shares, weights, totals, lower)
         part_loss.backward()
