@@ -28,6 +28,7 @@ __all__ = [
     "int_at_least",
     "positive_int",
     "count",
+    "folder",
     "add_store",
     "existing_store",
     "add_address",
@@ -69,6 +70,14 @@ def int_at_least(minimum: int, what: str):
 
 positive_int = int_at_least(1, "positive")
 count = int_at_least(0, "non-negative")
+
+
+def folder(text: str) -> Path:
+    """An argparse type: an existing folder, checked before the command does any work."""
+    path = Path(text)
+    if not path.is_dir():
+        raise argparse.ArgumentTypeError(f"expected an existing folder (got {text!r})")
+    return path
 
 
 def add_store(parser: argparse.ArgumentParser) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.table import Table
 
 from rrsi.cli import lazy
-from rrsi.cli.options import SIM_WORKERS, add_scenario, count, err_console, positive_int, resolve_scenario
+from rrsi.cli.options import SIM_WORKERS, add_scenario, count, err_console, folder, positive_int, resolve_scenario
 from rrsi.errors import UserError
 from rrsi.scenario import Scenario, bundled_names, bundled_scenario
 
@@ -37,10 +37,7 @@ def _examples(args: argparse.Namespace) -> list:
             args.generated, args.per_pipeline, seed=args.seed, workers=SIM_WORKERS
         )
     if args.whowhen:
-        path = Path(args.whowhen)
-        if not path.is_dir():
-            raise UserError(f"--whowhen: {path} is not a folder of Who&When logs")
-        examples += lazy.lm_data.whowhen_examples(path, "train")
+        examples += lazy.lm_data.whowhen_examples(args.whowhen, "train")
     for data in args.data or []:
         examples += lazy.lm_data.load_jsonl(data)
     if not examples:
@@ -187,7 +184,9 @@ def _add_common(parser: argparse.ArgumentParser, seed: int) -> None:
         default=seed,
         help=f"seed of the synthetic incidents, and offset of the generated pipelines' seeds (default {seed})",
     )
-    parser.add_argument("--whowhen", default=None, help="Who&When Algorithm-Generated folder (read in place)")
+    parser.add_argument(
+        "--whowhen", type=folder, default=None, help="Who&When Algorithm-Generated folder (read in place)"
+    )
 
 
 def _add_train_sources(t: argparse.ArgumentParser) -> None:
