@@ -135,7 +135,6 @@ def test_eval_takes_every_bundled_scenario_by_default_and_none_for_none(calls, c
     assert list(json.loads(capsys.readouterr().out)) == ["generated"]
 
 
-
 @pytest.mark.parametrize("command", ["train-reflector", "eval-reflector"])
 def test_a_whowhen_folder_that_is_not_there_is_refused_before_any_work(calls, capsys, command):
     with pytest.raises(SystemExit) as exit_:
@@ -143,6 +142,7 @@ def test_a_whowhen_folder_that_is_not_there_is_refused_before_any_work(calls, ca
     assert exit_.value.code == 2
     assert "--whowhen: expected an existing folder (got 'none')" in capsys.readouterr().err
     assert not calls  # nothing simulated, loaded or trained
+
 
 @pytest.mark.slow
 def test_train_and_eval_a_tiny_adapter_on_generated_pipelines(tmp_path, capsys):
