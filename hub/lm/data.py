@@ -11,7 +11,9 @@ Three sources:
   action (an expert who reads the same prompt cannot tell a fault from noise in three
   failures, and the hub waits for more: labels that act on those taught the model that
   the counts do not matter). The incident's true root is the agent with most param-caused
-  failures (the attribution's root when no param is off). Target texts follow the rule Reflector's templates.
+  failures, among those with at least ``min_evidence`` of them (the attribution's root when
+  none has: what the prompt shows cannot tell fewer from noise). Target texts follow the rule
+  Reflector's templates.
 - **Who&When** logs (read in place from ``shared/whowhen``): the annotated mistake step is
   the evidence and ``mistake_reason`` the root-cause target (only the root cause is trained).
 - **user** JSONL: one incident and its reflection per line (:func:`load_jsonl`).
@@ -189,11 +191,15 @@ def _labels(
     return reflections, caused
 
 
-def _true_root(caused: dict[str, int], attribution: Attribution) -> str:
-    """The agent with most param-caused failures (a tie goes to the attribution's root); the
-    attribution's root when no failure is param-caused."""
-    if any(caused.values()):
-        return max(caused, key=lambda a: (caused[a], a == attribution.root_agent))
+def _true_root(caused: dict[str, int], attribution: Attribution, min_evidence: int) -> str:
+    """The agent with most param-caused failures among those with at least ``min_evidence`` of
+    them (a tie goes to the attribution's root); the attribution's root when no agent has that
+    many. Fewer cannot be told from noise in what the prompt shows (each of those agents' labels
+    says so), so an expert who reads it names the attribution's root, as for an incident
+    without a faulty param."""
+    shown = {a: n for a, n in caused.items() if n >= min_evidence}
+    if shown:
+        return max(shown, key=lambda a: (shown[a], a == attribution.root_agent))
     return attribution.root_agent
 
 
@@ -233,7 +239,7 @@ def synthetic_examples(
         reflections, caused = _labels(scenario, specs, values, roots, truths, min_evidence, registry)
         attribution = combine(attributions)
         incident = IncidentInput(f"sim-{seed}-{k}", attribution, roots, specs)
-        out.append(Example(incident, _true_root(caused, attribution), reflections, "synthetic"))
+        out.append(Example(incident, _true_root(caused, attribution, min_evidence), reflections, "synthetic"))
     return out
 
 

@@ -32,6 +32,29 @@ def test_synthetic_examples_are_deterministic_and_labelled():
         assert [r["agent"] for r in e.reflections] == agents and e.root_agent in agents
 
 
+def test_the_true_root_is_one_the_evidence_can_show():
+    from rrsi.hub.lm.data import _true_root
+    from rrsi.schema import Attribution
+
+    attribution = Attribution(agent_blame={"a": 0.6, "b": 0.4}, root_agent="a", decisive_step="s", model="m")
+    assert _true_root({"a": 1, "b": 4}, attribution, 5) == "a"  # neither can be told from noise
+    assert _true_root({"a": 1, "b": 5}, attribution, 5) == "b"
+    assert _true_root({"a": 6, "b": 6}, attribution, 5) == "a"  # a tie goes to the attribution
+    assert _true_root({"a": 5, "b": 9}, attribution, 5) == "b"
+    assert _true_root({}, attribution, 5) == "a"
+
+
+def test_a_root_other_than_the_attributions_shows_enough_failures():
+    from rrsi.scenario import bundled_scenario
+
+    examples = synthetic_examples(bundled_scenario("long-chain"), 12, seed=1000, min_evidence=3)
+    overruled = [e for e in examples if e.root_agent != e.incident.attribution.root_agent]
+    assert overruled  # the check below is not vacuous
+    for e in overruled:
+        shown = [r for r in e.incident.root_records if r.agent == e.root_agent][-PromptConfig().max_records :]
+        assert len(shown) >= 3
+
+
 def test_sqrt_frequency_weights_give_sqrt_shares():
     from types import SimpleNamespace
 
