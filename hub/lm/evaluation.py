@@ -2,7 +2,8 @@
 
 On synthetic incidents (seeds never used for training) it reports the share of outputs
 that parse and validate (must be 1.0), error-type accuracy per reflected agent,
-root-agent agreement with the simulator's truth, and action accuracy (param and direction,
+root-agent agreement with the label's root (the simulator's truth where the evidence can show
+it, :func:`~rrsi.hub.lm.data.synthetic_examples`), and action accuracy (param and direction,
 or no action, per agent). On Who&When it reports the mean cosine similarity, in MiniLM
 embedding space, between each generated root cause and the annotated ``mistake_reason``.
 """
