@@ -4,8 +4,8 @@
 :class:`~rrsi.schema.StepRecord` and hands its JSON to the harness's record sink, by default
 a :class:`RecordShipper` that ships batches to the hub off the critical path. Parameters
 live in a versioned :class:`ParamStore`; the hub installs new versions and rollbacks. In
-``independent`` mode the harness also reflects on its own failures and updates itself, as
-the seed did.
+``independent`` mode the harness also reflects on its own failures and updates itself (the
+single-agent loop, the baseline).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ class AgentHarness:
         self._params_lock = threading.Lock()  # run() reads params while the hub's calls install them
         # (task, failed, confidence, version) as the incumbent served it: what a shadow replay compares against
         self.recent: deque[tuple[Task, bool, float | None, int]] = deque(maxlen=self.config.replay_buffer)
-        # the seed's own loop reflects on these; bounded, since under the hub nothing ever consumes them
+        # the single-agent loop reflects on these; bounded, since under the hub nothing ever consumes them
         self.failures: deque[StepRecord] = deque(maxlen=self.config.failures_kept)
         self.shipper = self._shipper() if hub is not None and sink is None else None
         self.sink = self.shipper.put if self.shipper is not None else sink
@@ -241,13 +241,14 @@ class AgentHarness:
         ray.get(self.hub.report_outcomes.remote([outcome.model_dump()]))
 
     def reflect_and_update(self, config: HubConfig | None = None) -> dict | None:
-        """The seed's own loop: reflect on this agent's failures since its last update, update itself."""
+        """The single-agent loop: reflect on this agent's failures since its last update, update itself."""
         config = config or HubConfig()
-        reflection = reflect_on_agent(self.spec, list(self.failures)[-config.max_evidence :], self.registry, config)
+        recent = list(self.failures)[-config.reflection.max_evidence :]
+        reflection = reflect_on_agent(self.spec, recent, self.registry, config.evidence)
         if reflection is None:
             return None
         self.failures.clear()
-        new = l2_update(self.spec, self.params.values, reflection, config.lam, config.default_step)
+        new = l2_update(self.spec, self.params.values, reflection, config.update.lam, config.update.default_step)
         if not changed(self.spec, self.params.values, new):
             return None
         version = self.params.next_version()

@@ -2,24 +2,21 @@
 
 For every declared param with an error code, the failing records carrying that code vote
 for a direction through the symptom phrases of their scratchpads ("too low" → increase).
-The param gets an action only when the votes are lopsided enough to beat chance: a
-one-sided sign test (:func:`rrsi.stats.sign_test`), P(X ≥ k | n, ½) < α with
-n ≥ ``min_evidence``. Noise failures point both ways and cancel out, so an agent at its
-optimum is left alone. Confidence is the
-posterior mean of the agreeing share, (k + 1) / (n + 2).
+The param gets an action only when the votes are one-sided (the evidence test of
+:mod:`rrsi.evidence`: a one-sided sign test, P(X ≥ k | n, ½) < α with n ≥ ``min_evidence``).
+Noise failures point both ways and cancel out, so an agent at its optimum is left alone.
+Confidence is the posterior mean of the agreeing share, (k + 1) / (n + 2).
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from collections.abc import Iterable
 
-from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.evidence import EvidenceRule, evidenced_direction, symptom_votes
 from rrsi.schema import Action, AgentSpec, Reflection, ReflectionContext, StepRecord, validate
-from rrsi.stats import sign_test
 
-__all__ = ["symptom_votes", "evidenced_direction", "reflect_on_agent", "reflection_context"]
+__all__ = ["reflect_on_agent", "reflection_context"]
 
 
 def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) -> ReflectionContext:
@@ -32,36 +29,13 @@ def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) 
     return ReflectionContext(params=params, domain_terms=terms)
 
 
-def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
-    """Per declared param, how many of its failing records' symptoms point to increase and to decrease."""
-    by_code = {p.error_code: p.name for p in spec.params if p.error_code}
-    votes: dict[str, Counter] = {}
-    for r in records:
-        param = by_code.get(r.error_code)
-        if param is None:
-            continue
-        direction = registry.get(r.error_code).direction(r.scratchpad)
-        if direction is not None:
-            votes.setdefault(param, Counter())[direction] += 1
-    return votes
-
-
-def evidenced_direction(votes: Counter, config: HubConfig) -> tuple[str, int, int] | None:
-    """``(direction, k, n)`` when the ``k`` of ``n`` votes for the leading direction beat chance (see the module
-    docstring), else None."""
-    (direction, k), n = max(votes.items(), key=lambda kv: kv[1]), sum(votes.values())
-    if n < config.min_evidence or sign_test(k, n) >= config.alpha:
-        return None
-    return direction, k, n
-
-
 def reflect_on_agent(
-    spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
+    spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry, rule: EvidenceRule
 ) -> Reflection | None:
     """A validated reflection for ``spec`` from its failing ``records``, or None without evidence."""
     actions, evidence = [], []
     for param, votes in sorted(symptom_votes(spec, records, registry).items()):
-        if (found := evidenced_direction(votes, config)) is None:
+        if (found := evidenced_direction(votes, rule)) is None:
             continue
         direction, k, n = found
         actions.append(Action(agent=spec.name, param=param, op=direction))

@@ -1,4 +1,4 @@
-"""The seed's single-agent Updater: one L2-regularized step in normalized coordinates.
+"""The single-agent loop's Updater: one L2-regularized step in normalized coordinates.
 
 For each param an action targets, with proposal z* (see :func:`action_target`),
 confidence c and regularization λ:

@@ -21,7 +21,7 @@ from rrsi.graph.embedding import Embedder
 from rrsi.graph.evaluate import whowhen_baselines
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.gnn_training import TrainConfig, fit
+from rrsi.graph.gnn_training import GNNTrainConfig, fit
 from rrsi.graph.log_features import log_features
 from rrsi.graph.log_model import fit_log_model
 from rrsi.graph.log_training import EMBEDDINGS, config_grid, log_embedder, log_examples
@@ -68,7 +68,7 @@ def bench_synthetic(n: int) -> None:
     model = fit(
         from_synthetic(train),
         GNNConfig(text=False),
-        TrainConfig(epochs=100, weight_decay=1e-3),
+        GNNTrainConfig(epochs=100, weight_decay=1e-3),
         history=history,
         error_types=scenario_error_types(scenario),
     )

@@ -8,7 +8,7 @@ it promotes, rolls back, or reaches ``canary_max_sample`` candidate steps — wh
 A/A canaries (candidate identical to the incumbent, failure rate ``--base``) measure the
 false-promotion rate; A/B canaries (candidate fails ``--effect`` less) measure the power.
 Two tests on the same draws: the baseline re-tests a fixed-sample one-sided two-proportion z
-at α on every pass (the hub's test before the sequential one), and the hub's always-valid
+at α on every pass (a fixed-sample test, peeked at), and the hub's always-valid
 mSPRT (:func:`rrsi.hub.canary.canary_verdict`).
 """
 
@@ -18,11 +18,11 @@ import argparse
 
 import numpy as np
 
-from rrsi.config import HubConfig
+from rrsi.config import ValidationConfig
 from rrsi.hub.canary import canary_verdict, two_proportion_p
 
 
-def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: HubConfig) -> str:
+def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: ValidationConfig) -> str:
     """The baseline: a one-look z test applied at every look."""
     n = cand[0]
     if n >= cfg.canary_min_sample and two_proportion_p(cand, inc, cfg.canary_margin) < cfg.canary_alpha:
@@ -33,7 +33,7 @@ def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: HubConfig
 
 
 def run_canary(
-    rng: np.random.Generator, p_inc: float, p_cand: float, tasks: int, cfg: HubConfig
+    rng: np.random.Generator, p_inc: float, p_cand: float, tasks: int, cfg: ValidationConfig
 ) -> tuple[str, str, int]:
     """(baseline decision, mSPRT decision, passes looked at) of one canary."""
     nc = fc = ni = fi = 0
@@ -52,7 +52,7 @@ def run_canary(
     return decided["z"], decided["msprt"], passes
 
 
-def rates(rng, n: int, p_inc: float, p_cand: float, tasks: int, cfg: HubConfig) -> tuple[float, float, float]:
+def rates(rng, n: int, p_inc: float, p_cand: float, tasks: int, cfg: ValidationConfig) -> tuple[float, float, float]:
     runs = [run_canary(rng, p_inc, p_cand, tasks, cfg) for _ in range(n)]
     z = sum(r[0] == "promote" for r in runs) / n
     msprt = sum(r[1] == "promote" for r in runs) / n
@@ -67,7 +67,7 @@ def main() -> None:
     ap.add_argument("--effect", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    cfg = HubConfig()
+    cfg = ValidationConfig()
     rng = np.random.default_rng(args.seed)
     aa = rates(rng, args.canaries, args.base, args.base, args.tasks_per_pass, cfg)
     ab = rates(rng, args.canaries, args.base, args.base - args.effect, args.tasks_per_pass, cfg)

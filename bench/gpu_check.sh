@@ -125,8 +125,8 @@ def project_decode() -> dict:
     """tokens/s of LMReflector.reflect_batch on the same random-weight model (outputs stay valid: constrained)."""
     from transformers import AutoTokenizer
     from rrsi.scenario import bundled_scenario
-    from rrsi.hub.lm.adapters import scenario_registry
-    from rrsi.hub.lm.data import synthetic_examples
+    from rrsi.lab.first_use import scenario_registry
+    from rrsi.lab.reflector_data import synthetic_examples
     from rrsi.hub.lm.lm_reflector import LMReflector
     tok_dir = os.environ.get("RRSI_TOKENIZER", "out/tokenizer")
     if not os.path.isdir(tok_dir):

@@ -27,12 +27,13 @@ import time
 import numpy as np
 import torch
 
-from rrsi.hub.lm.adapters import adapter_base, has_adapter, resolve_adapter, scenario_registry
+from rrsi.hub.lm.adapters import adapter_base, has_adapter, resolve_adapter
 from rrsi.hub.lm.base import load_tokenizer, quantize_int8
 from rrsi.hub.lm.constrained import DecodeOptions
-from rrsi.hub.lm.data import synthetic_examples
 from rrsi.hub.lm.lm_reflector import LMReflector, load_adapted
 from rrsi.hub.lm.prompt import IncidentInput, evidence_by_agent, prepare
+from rrsi.lab.first_use import scenario_registry
+from rrsi.lab.reflector_data import synthetic_examples
 from rrsi.scenario import bundled_scenario
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import ray
 
 from rrsi.config import HubConfig
-from rrsi.hub.demo import run_demo
+from rrsi.lab.demo import run_demo
 from rrsi.scenario import Scenario, bundled_names, bundled_scenario, load_scenario
 
 

@@ -338,7 +338,8 @@ def _args() -> argparse.Namespace:
     parser.add_argument("--sample-every", type=float, default=30.0, help="seconds between printed samples")
     parser.add_argument("--attribution", choices=["most_upstream", "gnn"], default="most_upstream")
     parser.add_argument("--validation", choices=["shadow", "none"], default="shadow")
-    parser.add_argument("--max-evidence", type=int, default=HubConfig().max_evidence, help="HubConfig.max_evidence")
+    evidence = HubConfig().reflection.max_evidence
+    parser.add_argument("--max-evidence", type=int, default=evidence, help="reflection.max_evidence")
     parser.add_argument("--max-rss-growth", type=float, default=0.2, help="allowed hub RSS growth after minute one")
     parser.add_argument("--num-cpus", type=int, default=2)
     parser.add_argument("--rrsi-home", type=Path, default=None, help="store and RRSI_HOME (default: a temp dir)")

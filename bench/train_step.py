@@ -1,7 +1,7 @@
 """The bundled adapter's training, before and after the first-use speed work, in the same run.
 
 - ``before``: batches of 4 in one padded forward pass, every agent's last scratchpad in the
-  prompt, the whole decoder forwarded at every step (template 2, commit 1b79732);
+  prompt, the whole decoder forwarded at every step (the reference path);
 - ``parts``: the same prompts, one example per forward pass (the gradient accumulated over
   the step's four parts);
 - ``fp32``: parts, and prompts of template 3 on (a scratchpad only for agents without declared
@@ -12,7 +12,7 @@
   (``keep_lower``): what first use runs.
 
 Each trains a fresh adapter on the bundled adapter's examples (generated pipelines and
-Who&When reasons, :func:`~rrsi.hub.lm.adapters.default_examples`) with the same seed, so the
+Who&When reasons, :func:`~rrsi.lab.first_use.default_examples`) with the same seed, so the
 same batches; the figure is the training loop's time (model load and tokenization excluded).
 
     python bench/train_step.py [--steps 44] [--variants recompute,now]
@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import argparse
 
-from rrsi.hub.lm.adapters import DEFAULT_TRAINING, default_examples
-from rrsi.hub.lm.generated_data import examples_registry
+from rrsi.hub.lm.adapters import DEFAULT_TRAINING
 from rrsi.hub.lm.lora_training import train_lora
+from rrsi.lab.first_use import default_examples
+from rrsi.lab.generated_reflector_data import examples_registry
 
 VARIANTS = {
     "before": {"micro_batch": 4, "prompt": {"steps_per_param_agent": 1}},

@@ -133,7 +133,7 @@ def run_train_attribution(args: argparse.Namespace) -> int:
         model = lazy.gnn_training.fit(
             examples,
             lazy.gnn.GNNConfig(text=text),
-            lazy.gnn_training.TrainConfig(epochs=args.epochs, seed=args.seed),
+            lazy.gnn_training.GNNTrainConfig(epochs=args.epochs, seed=args.seed),
             lazy.embedding.default_embedder() if text else None,
             history or None,
             error_types,
@@ -159,7 +159,7 @@ def _uses_log_model(args: argparse.Namespace) -> bool:
 def _gnn_model(args: argparse.Namespace):
     if args.model:
         return lazy.attribution.AttributionModel.load(args.model)
-    return lazy.attribution_data.default_attribution_model()
+    return lazy.attribution.load_serving_model()
 
 
 def _log_model(args: argparse.Namespace):

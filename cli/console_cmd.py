@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from rrsi.cli import hub_cmd, lazy
+from rrsi.cli import lazy
+from rrsi.cli.hub_access import ActionsOnLiveHub
 from rrsi.cli.options import add_address, add_store, console, existing_store, init_ray
 from rrsi.errors import UserError
-from rrsi.ownership import store_owner
 from rrsi.store import Store
 
 __all__ = [
@@ -22,7 +22,6 @@ __all__ = [
     "run_console",
     "add_console_options",
     "start_console",
-    "hub_call",
     "refuse_detached",
     "beside_hub",
     "console_link",
@@ -35,37 +34,12 @@ auth = lazy.LazyModule("rrsi.hub.auth")
 DEFAULT_PORT = 8266
 
 
-def _in_process(store):
-    """``call(method, *args)`` on a hub opened on ``store`` for that one call, then closed: the console
-    must not hold the store, or ``rrsi hub start`` on it would be refused."""
-
-    def call(method: str, *args):
-        hub = lazy.hub.ReflectionHub(str(store))
-        try:
-            return getattr(hub, method)(*args)
-        finally:
-            hub.close()
-
-    return call
-
-
-def hub_call(args: argparse.Namespace):
-    """The hub that ``rrsi approve`` would ask, looked up at each call (a hub may start or stop meanwhile)."""
-
-    def call(method: str, *a):
-        if args.address or store_owner(args.store) is not None:
-            return hub_cmd._hub_for(args)(method, *a)
-        return _in_process(args.store)(method, *a)
-
-    return call
-
-
-def start_console(args: argparse.Namespace, call):
+def start_console(args: argparse.Namespace, hub):
     """Serve the console for ``args`` (``--store``, ``--host``, ``--port``) in a background thread; print where."""
     host = args.host or "127.0.0.1"
     if args.host:
         console.print(f"[yellow]warning:[/yellow] the console listens on {host}: reachable beyond this machine")
-    server = web_console.ConsoleServer(args.store, call, host=host, port=args.port, token=auth.hub_token())
+    server = web_console.ConsoleServer(args.store, hub, host=host, port=args.port, token=auth.hub_token())
     url = server.start()
     console.print(f"incident console at {url}; log in with the hub token ({auth.token_source()})")
     return server
@@ -81,7 +55,7 @@ def beside_hub(args: argparse.Namespace, hub):
     """The console of ``rrsi hub start --console``, acting on the hub actor it started (None without --console)."""
     if not args.console:
         return None
-    return start_console(args, lambda method, *a: lazy.ray.get(getattr(hub, method).remote(*a)))
+    return start_console(args, lazy.client.HubClient(hub))
 
 
 def stop(server) -> None:
@@ -111,7 +85,7 @@ def run_console(args: argparse.Namespace) -> int:
     existing_store(args)
     if args.address:
         init_ray(args.address)
-    server = start_console(args, hub_call(args))
+    server = start_console(args, ActionsOnLiveHub(args))
     console.print("[dim]serving until Ctrl-C[/dim]")
     try:
         while True:

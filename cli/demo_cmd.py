@@ -115,24 +115,12 @@ def _with_lm_adapter(config: HubConfig, workdir: Path) -> HubConfig:
             "[bold]First use: training the LM Reflector's LoRA adapter on incidents of generated pipelines "
             "(2–3 minutes on 2 cores; --reflector rule skips it)[/bold]"
         )
-    adapter = adapters.ensure_adapter(progress=True, workers=SIM_WORKERS)  # before Ray starts
-    if config.retrain:
+    adapter = lazy.first_use.ensure_adapter(progress=True, workers=SIM_WORKERS)  # before Ray starts
+    if config.reflection.retrain:
         copy = workdir / "adapter"
         shutil.rmtree(copy, ignore_errors=True)
         adapter = shutil.copytree(adapter, copy)
     return config.model_copy(update={"lm_adapter": str(adapter)})
-
-
-def _ensure_attribution_model(config: HubConfig) -> Path | None:
-    """Train the attribution GNN the hub will load, where none is saved yet, before Ray starts; returns
-    its path when it trained it. In the hub's actor (one thread, beside the harness actors starting)
-    the first training took 24 s of a first demo; here, before anything else runs, about 10."""
-    path = Path(config.attribution_model) if config.attribution_model else lazy.attribution.default_model_path()
-    if config.attribution != "gnn" or path.exists():
-        return None
-    console.print("[bold]First use: training the attribution GNN on simulated incidents (about 10 s)[/bold]")
-    lazy.attribution_data.default_attribution_model(path)
-    return path
 
 
 def run_demo(args: argparse.Namespace) -> int:
@@ -144,8 +132,6 @@ def run_demo(args: argparse.Namespace) -> int:
     workdir = Path(args.workdir) if args.workdir else Path(tempfile.mkdtemp(prefix="rrsi-demo-"))
     if args.reflector == "lm" and "hub" in modes:  # only the hub reflects with the LM
         config = _with_lm_adapter(config, workdir)
-    if "hub" in modes and args.address is None:  # a hub on another node reads its own RRSI_HOME
-        _ensure_attribution_model(config)
     init_ray(args.address, args.num_cpus)
     result = lazy.demo.run_demo(scenario, modes, rounds, args.seed, workdir, config, on_round=_print_round)
     result["seconds"] = time.perf_counter() - start

@@ -15,12 +15,12 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from rich.table import Table
 
 from rrsi.cli import console_cmd, lazy, otlp_cmd
-from rrsi.cli.options import add_address, add_num_cpus, add_store, console, existing_store, init_ray, positive_int
+from rrsi.cli.hub_access import hub_client
+from rrsi.cli.options import add_address, add_num_cpus, add_store, console, init_ray, positive_int
 from rrsi.config import HubConfig
 from rrsi.errors import StoreOwned, UserError
 from rrsi.ownership import describe_owner, store_owner
@@ -40,26 +40,6 @@ __all__ = [
     "run_reject",
     "run_rollback",
 ]
-
-HubCall = Callable[..., Any]
-
-
-def _hub_for(args: argparse.Namespace) -> HubCall:
-    """``call(method, *args)`` on the running hub actor: the one at ``--address``, else the live hub that
-    owns ``--store``; an in-process hub on ``--store`` when no hub is running."""
-    address, namespace = args.address, lazy.hub.NAMESPACE
-    if not address:
-        owner = store_owner(existing_store(args))
-        if owner is not None and not owner.get("ray_address"):
-            raise StoreOwned(f"--store: {args.store} is owned by a live hub outside Ray ({describe_owner(owner)})")
-        if owner is not None:
-            address, namespace = owner["ray_address"], owner.get("namespace") or namespace
-    if address:
-        init_ray(address)
-        handle = lazy.ray.get_actor(lazy.hub.HUB_NAME, namespace=namespace)
-        return lambda method, *a: lazy.ray.get(getattr(handle, method).remote(*a))
-    hub = lazy.hub.ReflectionHub(str(args.store))
-    return lambda method, *a: getattr(hub, method)(*a)
 
 
 def _print_json(data) -> None:
@@ -94,6 +74,8 @@ def run_hub_start(args: argparse.Namespace) -> int:
     console_cmd.refuse_detached(args)
     otlp_cmd.refuse_detached(args)
     config = _start_config(args)
+    if config.reflection.reflector == "lm" and not config.reflection.lm_adapter:
+        lazy.first_use.ensure_adapter(progress=True)  # the bundled adapter, trained before Ray starts
     init_ray(args.address, args.num_cpus)
     owner = store_owner(args.store)
     if owner is not None and owner.get("ray_address") != lazy.ray.get_runtime_context().gcs_address:
@@ -121,13 +103,13 @@ def run_hub_start(args: argparse.Namespace) -> int:
 
 
 def run_hub_status(args: argparse.Namespace) -> int:
-    _print_json(_hub_for(args)("stats"))
+    _print_json(hub_client(args).stats())
     console.print(console_cmd.console_link(args.store))
     return 0
 
 
 def run_hub_dead_letters(args: argparse.Namespace) -> int:
-    letters = _hub_for(args)("dead_letters", args.limit)
+    letters = hub_client(args).dead_letters(args.limit)
     table = Table(title=f"dead letters (newest first, {len(letters)} shown)")
     for col in ["when", "agent", "reason", "record"]:
         table.add_column(col)
@@ -139,7 +121,7 @@ def run_hub_dead_letters(args: argparse.Namespace) -> int:
 
 
 def run_hub_samples(args: argparse.Namespace) -> int:
-    lines = [json.dumps(row) + "\n" for row in _hub_for(args)("samples", args.state)]
+    lines = [json.dumps(row) + "\n" for row in hub_client(args).samples(args.state)]
     if args.out:
         Path(args.out).write_text("".join(lines))
         console.print(
@@ -155,7 +137,7 @@ def run_agents_list(args: argparse.Namespace) -> int:
     table = Table(title="agents")
     for col in ["agent", "depends on", "params"]:
         table.add_column(col)
-    for a in _hub_for(args)("agents"):
+    for a in hub_client(args).agents():
         table.add_row(a["name"], ", ".join(a["depends_on"]), ", ".join(p["name"] for p in a["params"]))
     console.print(table)
     return 0
@@ -165,7 +147,7 @@ def run_incidents_list(args: argparse.Namespace) -> int:
     table = Table(title="incidents (newest first)")
     for col in ["incident", "traces", "failing agents", "root agent", "plans"]:
         table.add_column(col)
-    for i in _hub_for(args)("incidents", args.limit):
+    for i in hub_client(args).incidents(args.limit):
         table.add_row(
             i["incident_id"],
             str(i["traces"]),
@@ -180,12 +162,12 @@ def run_incidents_list(args: argparse.Namespace) -> int:
 def run_incidents_show(args: argparse.Namespace) -> int:
     if args.html:
         return console_cmd.write_html(args)
-    _print_json(_hub_for(args)("incident_view", args.incident_id))
+    _print_json(hub_client(args).incident_view(args.incident_id))
     return 0
 
 
 def _decide(args: argparse.Namespace, decision: str) -> int:
-    result = _hub_for(args)("approve", args.plan_id, os.environ.get("USER", "cli"), decision)
+    result = hub_client(args).approve(args.plan_id, os.environ.get("USER", "cli"), decision)
     console.print(f"plan {result['plan_id']}: {result['decision']}; the hub acts on it at its next analysis")
     return 0
 
@@ -199,7 +181,7 @@ def run_reject(args: argparse.Namespace) -> int:
 
 
 def run_rollback(args: argparse.Namespace) -> int:
-    plan = _hub_for(args)("rollback_plan", args.plan_id)
+    plan = hub_client(args).rollback_plan(args.plan_id)
     agents = [u["agent"] for u in plan["updates"]]
     console.print(f"plan {plan['plan_id']}: rolled back; agents {agents} are on their previous params")
     return 0

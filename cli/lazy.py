@@ -3,7 +3,7 @@
 These pull Ray, torch, transformers or torch_geometric, which take seconds to import, while
 ``rrsi --help`` (and every argument error) must answer in well under a second. So the command
 modules import this module at their top and call through it, ``lazy.demo.run_demo(...)``: the
-attribute access imports :mod:`rrsi.hub.demo` then, once; Python caches it in ``sys.modules``.
+attribute access imports :mod:`rrsi.lab.demo` then, once; Python caches it in ``sys.modules``.
 Everything light (argparse, rich, :mod:`rrsi.schema`, :mod:`rrsi.config`, :mod:`rrsi.scenario`,
 :mod:`rrsi.store`, :mod:`rrsi.traces`) is imported at the top of the command modules as usual.
 """
@@ -17,14 +17,17 @@ __all__ = [
     "LazyModule",
     "ray",
     "hub",
+    "client",
     "demo",
     "tuning",
     "report",
     "rule_reflector",
     "lm_adapters",
+    "lm_examples",
     "lm_data",
     "lm_generated",
     "lm_evaluation",
+    "first_use",
     "lm_reflector",
     "attribution",
     "embedding",
@@ -56,14 +59,17 @@ class LazyModule:
 
 ray = LazyModule("ray")
 hub = LazyModule("rrsi.hub.hub")
-demo = LazyModule("rrsi.hub.demo")
-tuning = LazyModule("rrsi.hub.tuning")
-report = LazyModule("rrsi.hub.report")
+client = LazyModule("rrsi.hub.client")
+demo = LazyModule("rrsi.lab.demo")
+tuning = LazyModule("rrsi.lab.tuning")
+report = LazyModule("rrsi.lab.report")
 rule_reflector = LazyModule("rrsi.hub.rule_reflector")
 lm_adapters = LazyModule("rrsi.hub.lm.adapters")
-lm_data = LazyModule("rrsi.hub.lm.data")
-lm_generated = LazyModule("rrsi.hub.lm.generated_data")
-lm_evaluation = LazyModule("rrsi.hub.lm.evaluation")
+lm_examples = LazyModule("rrsi.hub.lm.examples")
+lm_data = LazyModule("rrsi.lab.reflector_data")
+lm_generated = LazyModule("rrsi.lab.generated_reflector_data")
+lm_evaluation = LazyModule("rrsi.lab.reflector_evaluation")
+first_use = LazyModule("rrsi.lab.first_use")
 lm_reflector = LazyModule("rrsi.hub.lm.lm_reflector")
 attribution = LazyModule("rrsi.graph.attribution")
 embedding = LazyModule("rrsi.graph.embedding")

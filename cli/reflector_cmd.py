@@ -39,7 +39,7 @@ def _examples(args: argparse.Namespace) -> list:
     if args.whowhen:
         examples += lazy.lm_data.whowhen_examples(args.whowhen, "train")
     for data in args.data or []:
-        examples += lazy.lm_data.load_jsonl(data)
+        examples += lazy.lm_examples.load_jsonl(data)
     if not examples:
         raise UserError(
             "train-reflector: no training data; pass --incidents N, --generated N, --whowhen DIR or --data FILE.jsonl"

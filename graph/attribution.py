@@ -23,7 +23,15 @@ from rrsi.graph.gnn import AttributionGNN, GNNConfig
 from rrsi.graph.incident_graph import IncidentBatch, incident_batch
 from rrsi.schema import Attribution, Trace
 
-__all__ = ["AttributionModel", "attribute_incident", "default_model_path", "CHECKPOINT_VERSION"]
+__all__ = [
+    "AttributionModel",
+    "attribute_incident",
+    "default_model_path",
+    "serving_model_path",
+    "load_serving_model",
+    "SHIPPED_MODEL",
+    "CHECKPOINT_VERSION",
+]
 
 CHECKPOINT_VERSION = 1
 
@@ -168,7 +176,28 @@ def attribute_incident(
     return combine(per_trace, model.name), {t.trace_id: a for t, a in zip(traces, per_trace)}
 
 
+SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "attribution.pt"
+
+
 def default_model_path() -> Path:
-    """``rrsi.config.default_home()/models/attribution.pt``, where the default model lives
-    (:func:`rrsi.sim.attribution_data.default_attribution_model` trains it there on first use)."""
+    """``rrsi.config.default_home()/models/attribution.pt``: a default model the user trained,
+    which the hub prefers to the shipped one (:data:`SHIPPED_MODEL`)."""
     return default_home() / "models" / "attribution.pt"
+
+
+def serving_model_path(configured: str | Path | None = None) -> Path:
+    """The checkpoint the hub serves: ``configured`` when given, else the user's default model
+    (:func:`default_model_path`) when there is one, else the model shipped with the package."""
+    if configured is not None:
+        return Path(configured)
+    path = default_model_path()
+    return path if path.exists() else SHIPPED_MODEL
+
+
+def load_serving_model(configured: str | Path | None = None) -> AttributionModel:
+    """The model at :func:`serving_model_path`.
+
+    Raises:
+        UserError: a configured checkpoint is missing or unreadable.
+    """
+    return AttributionModel.load(serving_model_path(configured))

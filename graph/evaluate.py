@@ -23,7 +23,7 @@ import numpy as np
 
 from rrsi.graph.embedding import TextEmbedder
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.gnn_training import TrainConfig, fit, from_whowhen
+from rrsi.graph.gnn_training import GNNTrainConfig, fit, from_whowhen
 from rrsi.graph.log_features import log_features
 from rrsi.graph.log_model import LogAttributionModel
 from rrsi.graph.log_training import config_grid, kfold, log_embedder, train_log_model
@@ -151,7 +151,7 @@ def log_model_predictions(
 
 
 def _gnn_predictions(train, test, gnn_config: GNNConfig, seed: int, embedder) -> list[Prediction]:
-    model = fit(from_whowhen(train), gnn_config, TrainConfig(seed=seed), embedder if gnn_config.text else None)
+    model = fit(from_whowhen(train), gnn_config, GNNTrainConfig(seed=seed), embedder if gnn_config.text else None)
     attributions = model.attribute([log.trace for log in test])
     return [Prediction(log.original_agent(a.root_agent), _index(a.decisive_step)) for log, a in zip(test, attributions)]
 

@@ -26,11 +26,11 @@ from rrsi.graph.incident_graph import IncidentBatch, incident_batch
 from rrsi.schema import Trace
 from rrsi.traces.whowhen import WhoWhenLog
 
-__all__ = ["Example", "TrainConfig", "from_whowhen", "root_loss", "fit"]
+__all__ = ["AttributionExample", "GNNTrainConfig", "from_whowhen", "root_loss", "fit"]
 
 
 @dataclass(frozen=True)
-class Example:
+class AttributionExample:
     """One labelled incident: a trace, its root agents and its root step ids."""
 
     trace: Trace
@@ -39,7 +39,7 @@ class Example:
 
 
 @dataclass
-class TrainConfig:
+class GNNTrainConfig:
     """Optimisation settings.
 
     Args:
@@ -66,10 +66,10 @@ class TrainConfig:
             )
 
 
-def from_whowhen(logs: Sequence[WhoWhenLog]) -> list[Example]:
+def from_whowhen(logs: Sequence[WhoWhenLog]) -> list[AttributionExample]:
     """Examples from the annotated Who&When logs (unannotated ones are left out)."""
     return [
-        Example(log.trace, frozenset({log.labels.mistake_agent}), frozenset({log.labels.mistake_step_id}))
+        AttributionExample(log.trace, frozenset({log.labels.mistake_agent}), frozenset({log.labels.mistake_step_id}))
         for log in logs
         if log.labels is not None
     ]
@@ -102,7 +102,7 @@ def _loss(gnn: AttributionGNN, batch: IncidentBatch, step_weight: float) -> torc
 def _optimize(
     gnn: AttributionGNN,
     batch: IncidentBatch,
-    train_config: TrainConfig,
+    train_config: GNNTrainConfig,
     on_epoch: Callable[[int, float], None] | None,
 ) -> None:
     """Full-batch Adam on ``batch`` for ``train_config.epochs`` steps, in place on ``gnn``."""
@@ -118,9 +118,9 @@ def _optimize(
 
 
 def fit(
-    examples: Sequence[Example],
+    examples: Sequence[AttributionExample],
     gnn_config: GNNConfig | None = None,
-    train_config: TrainConfig | None = None,
+    train_config: GNNTrainConfig | None = None,
     embedder: Embedder | None = None,
     history: Mapping[str, float] | None = None,
     error_types: Mapping[str, str] | None = None,
@@ -136,7 +136,7 @@ def fit(
     """
     if not examples:
         raise SchemaError("examples: need at least one labelled incident to train on")
-    gnn_config, train_config = gnn_config or GNNConfig(), train_config or TrainConfig()
+    gnn_config, train_config = gnn_config or GNNConfig(), train_config or GNNTrainConfig()
     if gnn_config.text and embedder is None:
         raise SchemaError("embedder: a model with text=True needs an embedder to train")
     torch.manual_seed(train_config.seed)

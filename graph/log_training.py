@@ -58,7 +58,7 @@ def config_grid(embedding: str = "static") -> tuple[LogModelConfig, ...]:
 
 
 CONFIG_GRID: tuple[LogModelConfig, ...] = config_grid()
-Example = tuple[LogFeatures, int]
+LogExample = tuple[LogFeatures, int]
 
 
 def kfold(n: int, folds: int, seed: int = 0) -> list[np.ndarray]:
@@ -81,7 +81,9 @@ def log_embedder(config: LogModelConfig | None = None) -> TextEmbedder:
     return Embedder(max_tokens=config.max_tokens)
 
 
-def log_examples(logs: Sequence[WhoWhenLog], embedder: TextEmbedder | None) -> tuple[list[Example], list[WhoWhenLog]]:
+def log_examples(
+    logs: Sequence[WhoWhenLog], embedder: TextEmbedder | None
+) -> tuple[list[LogExample], list[WhoWhenLog]]:
     """``(features, decisive step among the blameable ones)`` per annotated log, and those logs;
     a log whose annotated step is context (not blameable) cannot teach the model and is left out."""
     examples, kept = [], []
@@ -101,7 +103,7 @@ def _hits(model: LogAttributionModel, log: WhoWhenLog, feats: LogFeatures) -> tu
 
 
 def select_config(
-    examples: Sequence[Example],
+    examples: Sequence[LogExample],
     logs: Sequence[WhoWhenLog],
     grid: Sequence[LogModelConfig] = CONFIG_GRID,
     folds: int = 4,

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from rrsi.errors import SchemaError
 
-__all__ = ["AnalysisLoop", "locked"]
+__all__ = ["AnalysisLoop", "LoopSlot", "locked"]
 
 log = logging.getLogger(__name__)
 
@@ -80,3 +80,26 @@ class AnalysisLoop:
             "last_error": self.last_error,
             "last_pass_at": self.last_pass_at,
         }
+
+
+class LoopSlot:
+    """Holds at most one :class:`AnalysisLoop`: started once, stopped (and emptied) on demand."""
+
+    def __init__(self) -> None:
+        self.loop: AnalysisLoop | None = None
+        self._lock = threading.Lock()
+
+    def start(self, analyze: Callable[[], object], interval_s: float, on_error: Callable[[str], None]) -> bool:
+        """Start a loop; False when one is already running."""
+        with self._lock:
+            if self.loop is not None:
+                return False
+            self.loop = AnalysisLoop(analyze, interval_s, on_error)
+            return True
+
+    def stop(self) -> None:
+        """Stop the loop, waiting for a pass in progress; a no-op when none runs."""
+        with self._lock:
+            loop, self.loop = self.loop, None
+        if loop is not None:
+            loop.stop()

@@ -35,10 +35,11 @@ RECONCILE_EVERY_S = 60.0
 
 
 class AnalysisPass:
-    """Runs analysis passes over the hub's parts (all given, none owned)."""
+    """Runs analysis passes over the hub's parts (all given by name, none owned)."""
 
     def __init__(
         self,
+        *,
         config: HubConfig,
         store: Store,
         directory: AgentDirectory,
@@ -51,11 +52,11 @@ class AnalysisPass:
         self.config, self.store, self.directory, self.intake = config, store, directory, intake
         self.lifecycle, self.pipeline, self.reflectors, self.metrics = lifecycle, pipeline, reflectors, metrics
         self._reconciled_at: float | None = None
-        self.watch = DriftWatch(store, config, directory)
+        self.watch = DriftWatch(store, config.validation, directory)
 
     def run(self) -> AnalysisReport:
         """One pass; returns what it did."""
-        report = AnalysisReport(attribution_model=self.config.attribution)
+        report = AnalysisReport(attribution_model=self.config.attribution.method)
         now = time.monotonic()
         if self._reconciled_at is None or now - self._reconciled_at >= RECONCILE_EVERY_S:
             self.lifecycle.reconcile(self.directory.specs)
@@ -76,7 +77,7 @@ class AnalysisPass:
         """The traces waiting for analysis (the failing ones failed by a step or by their reported outcome),
         their links learned into the dependency graph and their confidences into the attribution's cuts."""
         by_trace: dict[str, list[StepRecord]] = {}
-        ids = self.intake.take_pending(self.config.trace_settle_s)
+        ids = self.intake.take_pending(self.config.ingest.trace_settle_s)
         for r in self.store.records(ids):
             by_trace.setdefault(r.trace_id, []).append(r)
         failed = {t for t, o in self.store.outcomes_for(by_trace).items() if not o.ok}
@@ -96,7 +97,7 @@ class AnalysisPass:
         their outcome alone (no failing step to place them in the graph) form one more, per pass."""
         silent = [t for t in traces if t.outcome == "failure" and not t.failing_steps()]
         visible = [t for t in traces if t.failing_steps()]
-        groups = group_traces(visible, self.directory.graph, self.config.incident_window_s)
+        groups = group_traces(visible, self.directory.graph, self.config.loop.incident_window_s)
         return groups + ([silent] if silent else [])
 
     def _run_group(self, group: list[Trace], report: AnalysisReport) -> None:

@@ -17,23 +17,15 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-if TYPE_CHECKING:  # solver.py imports this module; the problem is only read here, never built
+if TYPE_CHECKING:
     import torch
 
-    from rrsi.hub.solver import QuadraticProblem
-
-__all__ = ["SeparableBox", "SplitBox", "linear_parts", "l2_norm"]
+__all__ = ["SeparableBox", "SplitBox", "l2_norm"]
 
 
 def l2_norm(d: np.ndarray | torch.Tensor) -> float:
     """‖d‖₂ of an array or tensor, as a Python float."""
     return math.sqrt(float((d * d).sum()))
-
-
-def linear_parts(problem: QuadraticProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(r, diag, lo, hi): r = w ⊙ (t − z0), diag = w + λ, and the box −z0 ≤ d ≤ 1 − z0."""
-    r = problem.weight * (problem.target - problem.z0)
-    return r, problem.weight + problem.lam, -problem.z0, 1.0 - problem.z0
 
 
 class SeparableBox:
@@ -58,19 +50,31 @@ class SplitBox:
 
     A coordinate outside every positive-weight pair has a diagonal row in A, so the
     separable formula is exact for it; only the coupled ones go to conjugate gradient.
+
+    Args:
+        parts: (r, diag, lo, hi) of the problem (:func:`rrsi.hub.solver.linear_parts`).
+        pairs, pair_weight: the coupling pairs (m, 2) and their weights (m,).
     """
 
     method = "cg"
 
-    def __init__(self, problem: QuadraticProblem, device: str, tol: float, max_iter: int) -> None:
-        r, diag, lo, hi = linear_parts(problem)
-        keep = problem.pair_weight > 0
-        self.nodes, local = np.unique(problem.pairs[keep].ravel(), return_inverse=True)
+    def __init__(
+        self,
+        parts: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+        pairs: np.ndarray,
+        pair_weight: np.ndarray,
+        device: str,
+        tol: float,
+        max_iter: int,
+    ) -> None:
+        r, diag, lo, hi = parts
+        keep = pair_weight > 0
+        self.nodes, local = np.unique(pairs[keep].ravel(), return_inverse=True)
         self.r, self.separable = r, SeparableBox(r, diag, lo, hi)
         sub = [a[self.nodes] for a in (r, diag, lo, hi)]
         from rrsi.hub.coupled_box import CoupledBox  # torch: only a hub whose params are coupled loads it
 
-        self.coupled = CoupledBox(*sub, local.reshape(-1, 2), problem.pair_weight[keep], device, tol, max_iter)
+        self.coupled = CoupledBox(*sub, local.reshape(-1, 2), pair_weight[keep], device, tol, max_iter)
 
     @property
     def iterations(self) -> int:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from typing import Literal
 
-from rrsi.config import HubConfig
+from rrsi.config import ValidationConfig
 from rrsi.schema import CanaryVerdict
 
 __all__ = ["Decision", "always_valid_p", "two_proportion_p", "canary_verdict"]
@@ -57,7 +57,9 @@ def always_valid_p(cand: tuple[int, int], inc: tuple[int, int], theta0: float = 
     return 1.0 if log_lambda <= 0 else math.exp(-log_lambda)
 
 
-def canary_verdict(cand: tuple[int, int], inc: tuple[int, int], config: HubConfig) -> tuple[Decision, CanaryVerdict]:
+def canary_verdict(
+    cand: tuple[int, int], inc: tuple[int, int], config: ValidationConfig
+) -> tuple[Decision, CanaryVerdict]:
     """Promote, roll back or wait on the traffic so far; safe to call at every pass."""
     n, tau = cand[0], config.canary_mixing_sd
     theta = _effect(cand, inc)[0] if n and inc[0] else 0.0

@@ -19,6 +19,7 @@ import json
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ import ray
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig, default_store_path
 from rrsi.errors import ActorFailure, SchemaError, Unauthorized, UnknownAgent
-from rrsi.hub.hub import NAMESPACE, get_or_create_hub
+from rrsi.hub.hub import NAMESPACE, ReflectionHub, get_or_create_hub
 from rrsi.schema import AgentSpec, ParamSpec, validate
 
 __all__ = ["HubClient", "AgentHandle", "RemoteParams", "connect"]
@@ -63,10 +64,35 @@ class AgentHandle:
 
 
 class HubClient:
-    """A handle on the named hub actor (``rrsi-hub``, namespace ``rrsi``)."""
+    """The one way to talk to a hub: the named hub actor (``rrsi-hub``, namespace ``rrsi``), or a
+    :class:`~rrsi.hub.hub.ReflectionHub` in this process (:meth:`in_process`, :meth:`per_call`).
 
-    def __init__(self, hub) -> None:
+    Every method of the hub a caller may use is a method here, with its arguments: the CLI, the
+    console and scripts call these, never a method name.
+    """
+
+    def __init__(self, hub, invoke: Callable[..., Any] | None = None) -> None:
         self.hub = hub
+        self._invoke = invoke or (lambda name, *args: _call(getattr(hub, name).remote(*args)))
+
+    @classmethod
+    def in_process(cls, hub: ReflectionHub) -> HubClient:
+        """A client of a hub object in this process (no Ray)."""
+        return cls(hub, lambda name, *args: getattr(hub, name)(*args))
+
+    @classmethod
+    def per_call(cls, store: str | Path) -> HubClient:
+        """A client that opens the hub on ``store`` for each call and closes it after, so the store
+        is not held between calls (``rrsi approve`` and the console when no hub is running)."""
+
+        def invoke(name: str, *args):
+            hub = ReflectionHub(str(store))
+            try:
+                return getattr(hub, name)(*args)
+            finally:
+                hub.close()
+
+        return cls(None, invoke)
 
     def register_agent(
         self,
@@ -87,8 +113,8 @@ class HubClient:
             },
             where="agent",
         )
-        _call(self.hub.register_agent.remote(spec.model_dump()))
-        registry = _call(self.hub.registry_entries.remote())
+        self._invoke("register_agent", spec.model_dump())
+        registry = self.registry_entries()
         actor = HarnessActor.options(
             name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness"), get_if_exists=True
         ).remote(spec.model_dump(), fn, registry, self.hub)
@@ -105,13 +131,13 @@ class HubClient:
         (:meth:`params_for`, or ``GET /v1/params`` on the receiver) and sends its steps as OTLP spans."""
         as_dicts = [p if isinstance(p, dict) else p.model_dump() for p in params]
         fields = dict(name=name, params=as_dicts, depends_on=list(depends_on), domain_terms=list(domain_terms))
-        return _call(self.hub.register_agent.remote(validate(AgentSpec, fields, where="agent").model_dump()))
+        return self._invoke("register_agent", validate(AgentSpec, fields, where="agent").model_dump())
 
     def params_for(self, agent: str, task_id: str) -> dict:
         """Pull mode: ``{agent, task_id, version, params, canary, plan_id}``, the params ``task_id`` runs with
         (a canary plan's candidate for the tasks in its share, by the harnesses' task-id hash). Report
         ``version`` as the span attribute ``rrsi.params.version``."""
-        return _call(self.hub.params_for.remote(agent, task_id))
+        return self._invoke("params_for", agent, task_id)
 
     def agent(self, name: str) -> AgentHandle:
         try:
@@ -121,10 +147,83 @@ class HubClient:
                 f"agent {name!r}: no harness actor {harness_name(name)!r} in namespace {NAMESPACE!r}"
             ) from None
 
-    def __getattr__(self, method: str):
-        """Any hub method, called remotely: ``agents()``, ``analyze()``, ``incidents()``, ``approve(id)``…"""
-        remote = getattr(self.hub, method)
-        return lambda *args, **kwargs: _call(remote.remote(*args, **kwargs))
+    def agents(self) -> list[dict]:
+        """The registered agents' specs."""
+        return self._invoke("agents")
+
+    def registry_entries(self) -> list[dict]:
+        """The hub's error-code registry."""
+        return self._invoke("registry_entries")
+
+    def ingest(self, records: list) -> int:
+        """Store step records (all or none); returns how many."""
+        return self._invoke("ingest", records)
+
+    def ingest_json(self, batch: list[str]) -> int:
+        """``ingest`` for JSON-encoded records, as harnesses ship them."""
+        return self._invoke("ingest_json", batch)
+
+    def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
+        """Keep records that could not be delivered, as ``(record JSON, reason)`` pairs."""
+        return self._invoke("dead_letter", letters, agent)
+
+    def report_outcomes(self, outcomes: list) -> int:
+        """Store end-of-task verdicts; returns how many."""
+        return self._invoke("report_outcomes", outcomes)
+
+    def report_outcome(self, outcome) -> None:
+        self.report_outcomes([outcome])
+
+    def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id=None) -> None:
+        """Persist a parameter version an agent installed on its own (the single-agent loop)."""
+        self._invoke("record_params", agent, version, values, state, plan_id)
+
+    def current_params(self, agent: str) -> tuple[int, dict[str, float]]:
+        """The last promoted version of ``agent``'s params."""
+        return self._invoke("current_params", agent)
+
+    def analyze(self) -> Any:
+        """One analysis pass now; returns its report."""
+        return self._invoke("analyze")
+
+    def start_loop(self, interval_s: float = 10.0) -> bool:
+        """Analyse every ``interval_s`` seconds; False when the loop already runs."""
+        return self._invoke("start_loop", interval_s)
+
+    def stop_loop(self) -> None:
+        self._invoke("stop_loop")
+
+    def stats(self) -> dict:
+        """What ``rrsi hub status`` shows."""
+        return self._invoke("stats")
+
+    def dead_letters(self, limit: int = 100) -> list[dict]:
+        """Records refused or undeliverable, newest first, with their reasons."""
+        return self._invoke("dead_letters", limit)
+
+    def samples(self, state: str = "ready") -> list[dict]:
+        """The LM Reflector's retraining samples in ``state``, as user JSONL rows."""
+        return self._invoke("samples", state)
+
+    def incidents(self, limit: int = 50) -> list[dict]:
+        """The latest incidents, newest first."""
+        return self._invoke("incidents", limit)
+
+    def incident_view(self, incident_id: str) -> dict:
+        """One incident: steps, blame, joint reflection, plans."""
+        return self._invoke("incident_view", incident_id)
+
+    def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> dict:
+        """A human decision on a blocked plan (``approved`` or ``rejected``)."""
+        return self._invoke("approve", plan_id, who, decision)
+
+    def rollback_plan(self, plan_id: str) -> dict:
+        """Roll a promoted or canary plan back."""
+        return self._invoke("rollback_plan", plan_id)
+
+    def close(self) -> None:
+        """Close the hub; an in-process one gives its store up (a hub actor is closed by killing it)."""
+        self._invoke("close")
 
 
 def connect(

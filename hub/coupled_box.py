@@ -8,13 +8,20 @@ a shared key, so a hub without coupled params never imports torch.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import torch
 
 from rrsi.errors import RuntimeFailure
-from rrsi.hub.box_solvers import l2_norm
 
 __all__ = ["CoupledBox"]
+
+
+def l2_norm(d: torch.Tensor) -> float:
+    """‖d‖₂ of a tensor, as a Python float (the formula of :func:`rrsi.hub.box_solvers.l2_norm`)."""
+    return math.sqrt(float((d * d).sum()))
+
 
 _MAX_ACTIVE_SET = 200
 _LOOSE_TOL = 1e-4  # CG tolerance while the active set is still moving

@@ -28,7 +28,7 @@ from __future__ import annotations
 import time
 from typing import NamedTuple
 
-from rrsi.config import HubConfig
+from rrsi.config import UpdateConfig, ValidationConfig
 from rrsi.hub.canary import two_proportion_p
 from rrsi.hub.directory import AgentDirectory
 from rrsi.schema import UpdatePlan
@@ -58,7 +58,7 @@ class DriftWatch:
         directory: the registered agents and their current params.
     """
 
-    def __init__(self, store: Store, config: HubConfig, directory: AgentDirectory) -> None:
+    def __init__(self, store: Store, config: ValidationConfig, directory: AgentDirectory) -> None:
         self.store, self.config, self.directory = store, config, directory
         self._start: dict[str, tuple[int, float]] = {}  # agent → (version watched, since when)
         self._last: float | None = None
@@ -106,7 +106,7 @@ class WideSteps:
         config: ``trust_region`` (the first step) and ``default_step`` (the floor).
     """
 
-    def __init__(self, config: HubConfig) -> None:
+    def __init__(self, config: UpdateConfig) -> None:
         self.config = config
         self._steps: dict[str, tuple[float, int]] = {}  # agent → (step, params version it applies to)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 
-from rrsi.config import HubConfig
+from rrsi.config import GateConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import Action, AgentSpec, GateDecision, JointReflection
 from rrsi.store import Store
@@ -23,7 +23,7 @@ __all__ = ["Gate"]
 
 
 class Gate:
-    def __init__(self, store: Store, registry: ErrorCodeRegistry, config: HubConfig) -> None:
+    def __init__(self, store: Store, registry: ErrorCodeRegistry, config: GateConfig) -> None:
         self.store, self.registry, self.config = store, registry, config
 
     def recent_errors(self, error_type: str) -> int:

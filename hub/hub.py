@@ -1,12 +1,11 @@
 """The ReflectionHub: a thin Ray actor facade over the hub's parts, one module each.
 
-The :class:`~rrsi.hub.directory.AgentDirectory` (registered agents), the :class:`~rrsi.hub.ingest.Ingestor`
-(records in), the :class:`~rrsi.hub.incident_pipeline.IncidentPipeline` (attribute → reflect → plan → gate),
-the :class:`~rrsi.hub.lifecycle.PlanLifecycle` (validation, approval, promotion, rollback), the
-:class:`~rrsi.hub.analysis_pass.AnalysisPass` and the :class:`~rrsi.hub.analysis_loop.AnalysisLoop`. Hosted
-as one named Ray actor (``rrsi-hub`` in namespace ``rrsi``); everything it decides is persisted in its
-:class:`~rrsi.store.Store` before it takes effect, so a restarted hub or harness resumes from the store;
-one lock serialises the calls that change state and the loop's passes (reads do not wait for it).
+:class:`~rrsi.hub.directory.AgentDirectory` (agents), :class:`~rrsi.hub.ingest.Ingestor` (records in),
+:class:`~rrsi.hub.incident_pipeline.IncidentPipeline` (attribute → reflect → plan → gate),
+:class:`~rrsi.hub.lifecycle.PlanLifecycle` (validation, approval, promotion, rollback),
+:class:`~rrsi.hub.analysis_pass.AnalysisPass` and :class:`~rrsi.hub.analysis_loop.AnalysisLoop`. One named
+Ray actor (``rrsi-hub``, namespace ``rrsi``); all it decides is stored before it takes effect, so a restarted
+hub or harness resumes from the store; one lock serialises state changes and passes (reads do not wait).
 """
 
 from __future__ import annotations
@@ -20,7 +19,7 @@ from rrsi.agents.harness import node_resources
 from rrsi.config import HubConfig
 from rrsi.heap import settle_actor_heap
 from rrsi.hub.analysis import AnalysisReport
-from rrsi.hub.analysis_loop import AnalysisLoop, locked
+from rrsi.hub.analysis_loop import LoopSlot, locked
 from rrsi.hub.analysis_pass import AnalysisPass
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
@@ -66,19 +65,26 @@ class ReflectionHub:
         self.metrics = HubMetrics()
         self.directory = AgentDirectory(self.store)
         self.intake = Ingestor(self.store, self.directory, self.metrics)
-        gate = Gate(self.store, self.directory.codes, self.config)
+        gate = Gate(self.store, self.directory.codes, self.config.gate)
         self.lifecycle = PlanLifecycle(
             self.store, self.config, gate, self.directory, Harnesses(namespace), self.metrics
         )
-        self.reflectors = Reflectors(self.config, self.directory.codes, self.store, namespace)
+        self.reflectors = Reflectors(self.config.reflection, self.directory.codes, self.store, namespace)
         self.pipeline = IncidentPipeline(
             self.store, self.config, self.directory, self.reflectors, gate, self.lifecycle, self.metrics
         )
-        parts = (self.store, self.directory, self.intake, self.lifecycle, self.pipeline, self.reflectors, self.metrics)
-        self._pass = AnalysisPass(self.config, *parts)
+        self._pass = AnalysisPass(
+            config=self.config,
+            store=self.store,
+            directory=self.directory,
+            intake=self.intake,
+            lifecycle=self.lifecycle,
+            pipeline=self.pipeline,
+            reflectors=self.reflectors,
+            metrics=self.metrics,
+        )
         self._lock = threading.RLock()
-        self._loop: AnalysisLoop | None = None
-        self._loop_lock = threading.Lock()
+        self._loop = LoopSlot()
         settle_actor_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
 
     @locked
@@ -105,11 +111,11 @@ class ReflectionHub:
         return self.intake.report_outcomes(outcomes)
 
     def report_outcome(self, outcome: TraceOutcome | dict) -> None:
-        self.report_outcomes([outcome])  # one verdict
+        self.report_outcomes([outcome])
 
     @locked
     def record_params(self, agent: str, version: int, values: dict[str, float], state: str, plan_id: str | None = None):
-        """Persist a parameter version an agent installed on its own (the seed's loop)."""
+        """Persist a parameter version an agent installed on its own (the single-agent loop)."""
         self.directory.require(agent)
         self.store.put_params(agent, version, values, state, plan_id)
 
@@ -117,7 +123,9 @@ class ReflectionHub:
         """The last promoted version of an agent's params, or version 0 (its init)."""
         return self.directory.current_params(agent)
 
-    params_for = served_params  # pull mode: (agent, task_id) -> the params serving that task, canary included
+    def params_for(self, agent: str, task_id: str) -> dict:
+        """Pull mode: the params serving ``task_id`` of ``agent``, a canary's candidate included."""
+        return served_params(self.directory, self.store, self.config.validation.canary_share, agent, task_id)
 
     @locked
     def analyze(self) -> AnalysisReport:
@@ -153,18 +161,11 @@ class ReflectionHub:
 
     def start_loop(self, interval_s: float = 10.0) -> bool:
         """Analyse every ``interval_s`` seconds in a background thread; False if already running."""
-        with self._loop_lock:
-            if self._loop is not None:
-                return False
-            self._loop = AnalysisLoop(self.analyze, interval_s, self.metrics.loop_error)
-            return True
+        return self._loop.start(self.analyze, interval_s, self.metrics.loop_error)
 
     def stop_loop(self) -> None:
         """Stop the analysis loop, waiting for a pass in progress."""
-        with self._loop_lock:
-            loop, self._loop = self._loop, None
-        if loop is not None:
-            loop.stop()
+        self._loop.stop()
 
     def close(self) -> None:
         """Stop the loop, give the store up and close it; the hub is unusable afterwards."""
@@ -177,7 +178,8 @@ class ReflectionHub:
 
     def stats(self) -> dict[str, Any]:
         """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
-        return hub_stats(self.store, len(self.directory.specs), len(self.intake.pending), self._loop, self.reflectors)
+        pending = len(self.intake.pending)
+        return hub_stats(self.store, len(self.directory.specs), pending, self._loop.loop, self.reflectors)
 
     def dead_letters(self, limit: int = 100) -> list[dict]:
         """The latest records refused or undeliverable, newest first, with their reasons."""
@@ -190,10 +192,7 @@ HubActor = ray.remote(max_restarts=3, max_task_retries=3, num_cpus=0, max_concur
 
 def get_or_create_hub(store_path: str, config: HubConfig | dict | None = None, detached: bool = False):
     """The named hub actor, created with these arguments unless it already exists."""
-    options: dict[str, Any] = dict(
-        name=HUB_NAME, namespace=NAMESPACE, get_if_exists=True, resources=node_resources("hub")
-    )
-    if detached:
-        options["lifetime"] = "detached"
+    options: dict[str, Any] = {"name": HUB_NAME, "namespace": NAMESPACE, "resources": node_resources("hub")}
+    options.update(get_if_exists=True, **({"lifetime": "detached"} if detached else {}))
     cfg = validate(HubConfig, config or {}, where="config").model_dump()
     return HubActor.options(**options).remote(store_path, cfg)

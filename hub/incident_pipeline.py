@@ -16,7 +16,6 @@ a pass that fails before leaves its traces to be analysed again.
 
 from __future__ import annotations
 
-import hashlib
 import time
 
 from rrsi.config import HubConfig
@@ -34,7 +33,7 @@ from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.probes import Prober
 from rrsi.hub.reflectors import Reflectors
-from rrsi.hub.shadow import SILENT, SILENT_SHARE
+from rrsi.hub.shadow import SILENT_SHARE
 from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
 from rrsi.store import Store
 
@@ -54,27 +53,27 @@ class Attributor:
     def __init__(self, config: HubConfig) -> None:
         self.config = config
         self._model = None
-        self.reference = ConfidenceReference(alpha=config.alpha, window=config.max_evidence)
+        self.reference = ConfidenceReference(alpha=config.reflection.alpha, window=config.reflection.max_evidence)
         self._read_up_to = 0  # the store's last record row read for good traces' confidences
 
     def observe(self, traces: list[Trace], store: Store) -> None:
         """Learn the agents' confidence cuts from the failing ``traces`` and the good traces stored since the
         last call (the baseline reads none)."""
-        if self.config.attribution == "most_upstream":
+        if self.config.attribution.method == "most_upstream":
             return
         good, self._read_up_to = store.good_confidences(self._read_up_to)
         self.reference.observe_good(good)
         self.reference.observe(traces)
 
     def __call__(self, group: list[Trace]) -> list[Attribution]:
-        if self.config.attribution == "most_upstream":
+        if self.config.attribution.method == "most_upstream":
             return [most_upstream(t) for t in group]
         if self._model is None:
             # torch and torch_geometric load here, on the GNN's first incident: a hub on the baseline, and
             # every harness that unpickles the hub's handle (which imports this module), never loads them
-            from rrsi.sim.attribution_data import default_attribution_model
+            from rrsi.graph.attribution import load_serving_model
 
-            self._model = default_attribution_model(self.config.attribution_model)
+            self._model = load_serving_model(self.config.attribution.model)
         return [
             with_upstream_suspects(t, a, self.reference.threshold)
             for t, a in zip(group, self._model.attribute(group, own_failure_rates(group)))
@@ -108,7 +107,7 @@ class IncidentPipeline:
         self.reflectors, self.gate, self.lifecycle, self.metrics = reflectors, gate, lifecycle, metrics
         self.attribute = Attributor(config)
         self.prober = Prober(config, directory, gate, lifecycle)
-        self.wide = WideSteps(config)
+        self.wide = WideSteps(config.update)
         self.evidence: dict[str, dict[str, StepRecord]] = {}  # agent → record id → root record, oldest first
 
     def run(self, group: list[Trace], report: AnalysisReport) -> None:
@@ -148,7 +147,7 @@ class IncidentPipeline:
         t0 = time.perf_counter()
         per_trace = self.attribute(group)
         blamed = [s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)]
-        incident = _incident(group, blamed).model_copy(update={"attribution": combine(per_trace)})
+        incident = make_incident(group, blamed).model_copy(update={"attribution": combine(per_trace)})
         report.trace_roots.update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         self.metrics.incident(time.perf_counter() - t0)
         for step in blamed:
@@ -172,7 +171,7 @@ class IncidentPipeline:
         window = self.evidence.setdefault(step.agent, {})
         window.pop(step.record_id, None)
         window[step.record_id] = step
-        while len(window) > self.config.max_evidence:
+        while len(window) > self.config.reflection.max_evidence:
             del window[next(iter(window))]
 
     def _plan(
@@ -198,8 +197,8 @@ class IncidentPipeline:
             share = silent_share(acting, standing)
             plan = self._solve(eligible, current, self._step(acting, current, share))
             if plan is not None:
-                objective = {**plan.objective, SILENT: share}
-                plan = plan.model_copy(update={"gates": [d for d in decisions if d.eligible], "objective": objective})
+                gates = [d for d in decisions if d.eligible]
+                plan = plan.model_copy(update={"gates": gates, "silent_share": share})
                 self.store.put_plan(plan)
                 plan = self.lifecycle.validate(plan)
                 self.wide.settled(plan)
@@ -211,27 +210,13 @@ class IncidentPipeline:
         silent evidence, as far as the trust region allows: only the traces it serves can judge such a step,
         and a small step's effect hides in their noise."""
         step = self.wide.step(agents, current)
-        if silent >= SILENT_SHARE and self.config.validation != "none":
-            step = max(step, self.config.trust_region)
+        if silent >= SILENT_SHARE and self.config.validation.mode != "none":
+            step = max(step, self.config.update.trust_region)
         return step
 
     def _solve(self, joint: JointReflection, current, step: float | None = None) -> UpdatePlan | None:
-        config = self.config if step is None else self.config.model_copy(update={"default_step": step})
+        config = self.config.update if step is None else self.config.update.model_copy(update={"default_step": step})
         return plan_update(joint, self.directory.specs, current, config, self.directory.graph)
-
-
-def _incident(group: list[Trace], blamed: list[StepRecord]) -> Incident:
-    """The incident of ``group``; traces that failed by their outcome alone, with no failing step,
-    list the steps blamed for the wrong answer as the incident's failing steps."""
-    if any(t.failing_steps() for t in group):
-        return make_incident(group)
-    ids = sorted(t.trace_id for t in group)
-    return Incident(
-        incident_id=f"inc-{hashlib.sha1(chr(10).join(ids).encode()).hexdigest()[:12]}",
-        trace_ids=ids,
-        failing_agents=sorted({s.agent for s in blamed}),
-        failing_steps=[s.record_id for s in blamed],
-    )
 
 
 def silent_share(agents: set[str], standing: list[StepRecord]) -> float:

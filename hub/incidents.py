@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 
 from rrsi.graph.dependency import DependencyGraph
-from rrsi.schema import Incident, Trace
+from rrsi.schema import Incident, StepRecord, Trace
 
-__all__ = ["group_traces", "make_incident"]
+__all__ = ["group_traces", "incident_id", "make_incident"]
 
 
 def _start(trace: Trace) -> float:
@@ -45,13 +45,22 @@ def group_traces(traces: list[Trace], graph: DependencyGraph, window_s: float) -
     return list(groups.values())
 
 
-def make_incident(traces: list[Trace]) -> Incident:
-    """An incident over the given failing traces, with an id derived from their trace ids."""
+def incident_id(trace_ids: list[str]) -> str:
+    """``inc-`` and 12 hex digits of the SHA-1 of the sorted trace ids, one per line: the same traces
+    always make the same incident, whichever pass or process sees them."""
+    return f"inc-{hashlib.sha1(chr(10).join(sorted(trace_ids)).encode()).hexdigest()[:12]}"
+
+
+def make_incident(traces: list[Trace], blamed: list[StepRecord] | None = None) -> Incident:
+    """An incident over the given failing traces, with an id derived from their trace ids.
+
+    Its failing steps are the traces' failing steps; where none has one (the traces failed by their
+    outcome alone: a wrong answer), the steps ``blamed`` for it.
+    """
     ids = sorted(t.trace_id for t in traces)
-    digest = hashlib.sha1("\n".join(ids).encode()).hexdigest()[:12]
-    steps = [s for t in traces for s in t.failing_steps()]
+    steps = [s for t in traces for s in t.failing_steps()] or list(blamed or [])
     return Incident(
-        incident_id=f"inc-{digest}",
+        incident_id=incident_id(ids),
         trace_ids=ids,
         failing_agents=sorted({s.agent for s in steps}),
         failing_steps=[s.record_id for s in steps],

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from rrsi.agents.params import action_target
-from rrsi.config import HubConfig
+from rrsi.config import UpdateConfig
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.hub.solver import QuadraticProblem, solve
 from rrsi.schema import AgentSpec, AgentUpdate, JointReflection, UpdatePlan
@@ -28,14 +28,14 @@ __all__ = ["confidence_multiplier", "effective_lambda", "plan_update"]
 Current = dict[str, tuple[int, dict[str, float]]]
 
 
-def confidence_multiplier(c: float, config: HubConfig) -> float:
+def confidence_multiplier(c: float, config: UpdateConfig) -> float:
     """m(c): ×``low_confidence_multiplier`` below ``low_confidence``, else ``low_confidence``/c."""
     if c < config.low_confidence:
         return config.low_confidence_multiplier
     return config.low_confidence / c if c > 0 else 1.0
 
 
-def effective_lambda(c: float, risk: str, config: HubConfig) -> float:
+def effective_lambda(c: float, risk: str, config: UpdateConfig) -> float:
     """λᵢ = λ · m(cᵢ) · r(risk)."""
     return config.lam * confidence_multiplier(c, config) * config.risk_multiplier[risk]
 
@@ -65,7 +65,7 @@ def plan_update(
     joint: JointReflection,
     specs: dict[str, AgentSpec],
     current: Current,
-    config: HubConfig,
+    config: UpdateConfig,
     graph: DependencyGraph | None = None,
 ) -> UpdatePlan | None:
     """One plan (state ``proposed``) for every agent the joint solve moves; None if nothing moves."""

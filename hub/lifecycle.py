@@ -18,7 +18,7 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.metrics import HubMetrics
-from rrsi.hub.shadow import SILENT, SILENT_SHARE, shadow_blind, shadow_verdict
+from rrsi.hub.shadow import SILENT_SHARE, shadow_blind, shadow_verdict
 from rrsi.schema import Action, CanaryVerdict, GateDecision, UpdatePlan
 from rrsi.store import Store
 
@@ -62,23 +62,23 @@ class PlanLifecycle:
 
     def validate(self, plan: UpdatePlan) -> UpdatePlan:
         """Start the configured validation of a proposed plan; shadow and none settle at once."""
-        if self.config.validation == "none":
+        if self.config.validation.mode == "none":
             return self.promote(plan)
         plan = self._start_canary(plan)
-        if self.config.validation == "canary":
-            self.harnesses.push_candidates(plan, self.config.canary_share)
+        if self.config.validation.mode == "canary":
+            self.harnesses.push_candidates(plan, self.config.validation.canary_share)
             return plan
-        pairs = self.harnesses.shadow_replay(plan, self.config.shadow_tasks)
-        if plan.objective.get(SILENT, 0.0) >= SILENT_SHARE and shadow_blind(pairs, self.config):
+        pairs = self.harnesses.shadow_replay(plan, self.config.validation.shadow_tasks)
+        if plan.silent_share >= SILENT_SHARE and shadow_blind(pairs, self.config.validation):
             return self._live(plan)
-        decision, verdict = shadow_verdict(pairs, self.config)
+        decision, verdict = shadow_verdict(pairs, self.config.validation)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
 
     def _live(self, plan: UpdatePlan) -> UpdatePlan:
         """A plan shadow replay cannot judge (its agents' evidence is silent: their own steps hardly fail
         visibly, with either params) goes to live traffic, judged by the traces it serves."""
-        self.harnesses.push_candidates(plan, self.config.canary_share)
+        self.harnesses.push_candidates(plan, self.config.validation.canary_share)
         return plan
 
     def reject(self, plan: UpdatePlan, verdict: CanaryVerdict) -> UpdatePlan:
@@ -100,7 +100,7 @@ class PlanLifecycle:
             # the answer counts against the version that made it
             cand = self.store.trace_failures([(u.agent, u.version_new) for u in plan.updates], since)
             inc = self.store.trace_failures([(u.agent, u.version_old) for u in plan.updates], since)
-            decision, verdict = canary_verdict(cand, inc, self.config)
+            decision, verdict = canary_verdict(cand, inc, self.config.validation)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":
                 settled.append(self.promote(plan))
@@ -108,7 +108,9 @@ class PlanLifecycle:
                 settled.append(self.rollback(plan))
             else:
                 self.store.put_plan(plan)
-                self.harnesses.push_candidates(plan, self.config.canary_share)  # a restarted harness gets it back
+                self.harnesses.push_candidates(
+                    plan, self.config.validation.canary_share
+                )  # a restarted harness gets it back
         return settled
 
     def review_approved(self) -> list[UpdatePlan]:

@@ -15,8 +15,8 @@ param: they count for each of the agent's params, probed in turn. On such eviden
 is the trust region and, when neither replay can decide (the agent's own steps hardly fail
 visibly), the direction tried is what outcomes said last — the way of the latest settled
 plan on the param if it was promoted, the other way if it was rolled back — and the
-lifecycle judges it on live traffic by the traces it serves. Each plan carries ``objective["probe"]`` = +1 or −1 and a
-``-probe-<agent>-up``/``-down`` id, so the plan says it was a probe (the agent in the id: two
+lifecycle judges it on live traffic by the traces it serves. Each plan is of kind ``probe``
+with ``probe_sign`` +1 or −1 and a ``-probe-<agent>-up``/``-down`` id (the agent in the id: two
 agents probed in one incident would otherwise write their plans under one id, the later
 replacing the earlier in the store while both agents' param versions stay).
 """
@@ -25,14 +25,15 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rrsi.agents.self_reflection import reflection_context, symptom_votes
-from rrsi.config import HubConfig
+from rrsi.agents.self_reflection import reflection_context
+from rrsi.config import HubConfig, UpdateConfig
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.evidence import param_reading, symptom_votes
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
-from rrsi.hub.shadow import SILENT, SILENT_SHARE, compare, shadow_blind, shadow_verdict
+from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
 __all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
@@ -48,7 +49,8 @@ def opaque_param(
     config: HubConfig,
     probed: Counter | None = None,
 ) -> str | None:
-    """The param with the most records naming it by code but too few pointing a direction, if any.
+    """The param with the most records naming it whose reading is ``opaque`` (:func:`rrsi.evidence.param_reading`:
+    enough of them name it, too few point a direction), if any.
 
     A record with no error code (a step blamed for a silent defect) names no param: it counts for
     each of the agent's params, the one probed least often (``probed``) first.
@@ -60,10 +62,11 @@ def opaque_param(
         named[p.name] += silent
     votes = symptom_votes(spec, records, registry)
     probed = probed or Counter()
+    rule = config.evidence
     opaque = [
         (n, -probed[param], param)
         for param, n in named.items()
-        if n >= config.min_evidence and sum(votes.get(param, Counter()).values()) < config.min_evidence
+        if param_reading(votes.get(param, Counter()), n, rule) == "opaque"
     ]
     return max(opaque)[2] if opaque else None
 
@@ -140,7 +143,7 @@ class Prober:
         back. On silent evidence the step is the trust region and, when neither replay could decide
         (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the outcome of the last settled plan on
         the param (the same way after a promotion, the other after a rollback), tried on live traffic."""
-        config = self.config
+        config = self.config.update
         if silent >= SILENT_SHARE:
             config = config.model_copy(update={"default_step": max(config.default_step, config.trust_region)})
         reflections = probe_reflections(incident_id, spec, param, n, self.directory.codes)
@@ -149,13 +152,13 @@ class Prober:
             return []
         if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
             way = self._last_way(spec.name, param)
-            tried.sort(key=lambda t: t[1].objective["probe"] != way)
+            tried.sort(key=lambda t: t[1].probe_sign != way)
         else:
             tried.sort(key=lambda t: t[0], reverse=True)
         losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict, _ in tried[1:]]
         return [self.lifecycle.validate(tried[0][1]), *losers]
 
-    def _tried(self, joint: JointReflection, sign: float, suffix: str, config: HubConfig, silent: float):
+    def _tried(self, joint: JointReflection, sign: float, suffix: str, config: UpdateConfig, silent: float):
         """(gain, plan, verdict, blind) of one direction's plan replayed in shadow, or None when it has no plan."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
@@ -166,13 +169,13 @@ class Prober:
         )
         if plan is None:
             return None
-        objective = {**plan.objective, "probe": sign, SILENT: silent}
-        plan = plan.model_copy(update={"plan_id": plan.plan_id + suffix, "gates": decisions, "objective": objective})
+        flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent}
+        plan = plan.model_copy(update={"plan_id": plan.plan_id + suffix, "gates": decisions, **flags})
         self.lifecycle.store.put_plan(plan)
-        pairs = self.lifecycle.harnesses.shadow_replay(plan, self.config.shadow_tasks)
-        _, verdict = shadow_verdict(pairs, self.config)
+        pairs = self.lifecycle.harnesses.shadow_replay(plan, self.config.validation.shadow_tasks)
+        _, verdict = shadow_verdict(pairs, self.config.validation)
         better, worse = compare(pairs)
-        return better - worse, plan, verdict, shadow_blind(pairs, self.config)
+        return better - worse, plan, verdict, shadow_blind(pairs, self.config.validation)
 
     def _last_way(self, agent: str, param: str) -> float:
         """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted, else the other (+1 first)."""

@@ -12,19 +12,18 @@ rollbacks count its steps exactly as they count a harness's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rrsi.agents.harness import in_canary
 from rrsi.errors import SchemaError
-
-if TYPE_CHECKING:
-    from rrsi.hub.hub import ReflectionHub
+from rrsi.hub.directory import AgentDirectory
+from rrsi.store import Store
 
 __all__ = ["served_params"]
 
 
-def served_params(hub: ReflectionHub, agent: str, task_id: str) -> dict:
+def served_params(directory: AgentDirectory, store: Store, canary_share: float, agent: str, task_id: str) -> dict:
     """``{agent, task_id, version, params, canary, plan_id}``: the params ``task_id`` runs with.
+
+    ``canary_share`` is the hub's share of tasks that run a canary's candidate.
 
     Raises:
         UnknownAgent: ``agent`` is not registered.
@@ -32,12 +31,11 @@ def served_params(hub: ReflectionHub, agent: str, task_id: str) -> dict:
     """
     if not isinstance(task_id, str) or not 1 <= len(task_id) <= 128:
         raise SchemaError(f"task_id: expected a string of 1 to 128 characters (got {task_id!r})")
-    version, values = hub.directory.current_params(agent)
+    version, values = directory.current_params(agent)
     served = {"agent": agent, "task_id": task_id, "version": version, "params": values, "canary": False}
-    share = hub.config.canary_share
-    for plan in hub.store.plans("canary"):
+    for plan in store.plans("canary"):
         for update in plan.updates:
-            if update.agent == agent and update.version_new is not None and in_canary(task_id, share):
+            if update.agent == agent and update.version_new is not None and in_canary(task_id, canary_share):
                 served.update(version=update.version_new, params=dict(update.theta_new), canary=True)
                 return {**served, "plan_id": plan.plan_id}
     return {**served, "plan_id": None}

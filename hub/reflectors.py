@@ -29,10 +29,11 @@ import os
 from pathlib import Path
 from typing import Protocol
 
-from rrsi.agents.self_reflection import evidenced_direction, reflection_context, symptom_votes
-from rrsi.config import HubConfig
+from rrsi.agents.self_reflection import reflection_context
+from rrsi.config import ReflectionConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
+from rrsi.evidence import EvidenceRule, evidenced_direction, symptom_votes
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.quality import QualityConfig, route, score_reflection
 from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
@@ -69,7 +70,7 @@ def supported(
     standing: list[StepRecord],
     specs: dict[str, AgentSpec],
     registry: ErrorCodeRegistry,
-    config: HubConfig,
+    rule: EvidenceRule,
 ) -> tuple[JointReflection, int]:
     """``joint`` with only the actions the evidence supports (see the module docstring), and how many it lost."""
     by_agent: dict[str, list[StepRecord]] = {}
@@ -79,7 +80,7 @@ def supported(
     for ref in joint.reflections:
         spec = specs.get(ref.agent)
         votes = symptom_votes(spec, by_agent.get(ref.agent, []), registry) if spec is not None else {}
-        found = {param: evidenced_direction(v, config) for param, v in votes.items()}
+        found = {param: evidenced_direction(v, rule) for param, v in votes.items()}
         kept = [a for a in ref.actions if (f := found.get(a.param)) is not None and f[0] == a.op]
         dropped += len(ref.actions) - len(kept)
         reflections.append(ref.model_copy(update={"actions": kept}))
@@ -104,9 +105,9 @@ class Reflectors:
         namespace: Ray namespace of the ``reflector:<n>`` actors.
     """
 
-    def __init__(self, config: HubConfig, registry: ErrorCodeRegistry, store: Store, namespace: str) -> None:
+    def __init__(self, config: ReflectionConfig, registry: ErrorCodeRegistry, store: Store, namespace: str) -> None:
         self.config, self.registry, self.store, self.namespace = config, registry, store, namespace
-        self.rule = RuleReflector(registry, config)
+        self.rule = RuleReflector(registry, config.evidence)
         self.lm: Reflector | None = None
         self.retrainer: Retrainer | None = None
 
@@ -128,20 +129,22 @@ class Reflectors:
         return self.lm
 
     def _adapter(self) -> Path | None:
-        """The adapter folder to load; None while ``auto`` has none; trained first when ``lm`` names one."""
+        """The adapter folder to load; None while ``auto`` has none.
+
+        Raises:
+            UserError: ``lm`` names an adapter that is not there (the commands that start a hub
+                with ``--reflector lm`` train the bundled one first; ``rrsi train-reflector`` makes one).
+        """
         adapters, _ = _lm_modules()
-        name = self.config.lm_adapter or adapters.DEFAULT_ADAPTER
-        path = adapters.resolve_adapter(name)
+        path = adapters.resolve_adapter(self.config.lm_adapter or adapters.DEFAULT_ADAPTER)
         if adapters.has_adapter(path):
             return path
         if self.config.reflector == "auto":
             return None
-        if path.parent != adapters.adapter_dir(adapters.DEFAULT_ADAPTER).parent:  # only named adapters train here
-            raise UserError(
-                f"config.lm_adapter: no adapter for the current answer template at {path}; "
-                "train one with `rrsi train-reflector --out NAME`"
-            )
-        return adapters.ensure_adapter(name, progress=False)
+        raise UserError(
+            f"config.reflection.lm_adapter: no adapter for the current answer template at {path}; train one with "
+            "`rrsi train-reflector` (`rrsi demo` and `rrsi hub start --reflector lm` train the bundled one)"
+        )
 
     def _serve(self, path: Path) -> Reflector:
         # "one-sided" in the prompt is the hub's own evidence test
@@ -163,7 +166,7 @@ class Reflectors:
         joint = lm.reflect(*args) if lm is not None else None
         if joint is None:
             return self.rule.reflect(*args)
-        joint, dropped = supported(joint, standing, specs, self.registry, self.config)
+        joint, dropped = supported(joint, standing, specs, self.registry, self.config.evidence)
         if dropped:
             log.info("incident %s: %d LM action(s) the evidence does not support dropped", args[0], dropped)
         if any(r.actions for r in joint.reflections):

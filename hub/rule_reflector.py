@@ -10,8 +10,8 @@ leads the joint reflection.
 from __future__ import annotations
 
 from rrsi.agents.self_reflection import reflect_on_agent
-from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.evidence import EvidenceRule
 from rrsi.schema import AgentSpec, Attribution, JointReflection, StepRecord
 
 __all__ = ["RuleReflector"]
@@ -20,9 +20,9 @@ __all__ = ["RuleReflector"]
 class RuleReflector:
     backend = "rule"
 
-    def __init__(self, registry: ErrorCodeRegistry, config: HubConfig | None = None) -> None:
+    def __init__(self, registry: ErrorCodeRegistry, rule: EvidenceRule | None = None) -> None:
         self.registry = registry
-        self.config = config or HubConfig()
+        self.rule = rule or EvidenceRule()
 
     def reflect(
         self,
@@ -38,8 +38,7 @@ class RuleReflector:
         reflections = [
             ref
             for agent, records in sorted(by_agent.items())
-            if agent in specs
-            and (ref := reflect_on_agent(specs[agent], records, self.registry, self.config)) is not None
+            if agent in specs and (ref := reflect_on_agent(specs[agent], records, self.registry, self.rule)) is not None
         ]
         if not reflections:
             return None

@@ -8,7 +8,7 @@ the candidate is promoted when p < α with at least ``canary_min_sample`` replay
 gain (b − c)/n exceeds ``canary_margin``, and rolled back otherwise.
 
 A replay only sees what the agent's own step shows. When the evidence behind a plan is silent
-(``objective["silent"]``: the share of its agents' blamed records with no error code, ≥ ½) and
+(``UpdatePlan.silent_share``: the share of its agents' blamed records with no error code, ≥ ½) and
 the replay is *blind* — so few discordant tasks d that even d better of d would not reach α,
 P(X ≥ d | Bin(d, ½)) = 2⁻ᵈ ≥ α (no failure changed, and no confidence to read) — the lifecycle
 judges the plan on live traffic instead, by the traces it serves
@@ -17,14 +17,13 @@ judges the plan on live traffic instead, by the traces it serves
 
 from __future__ import annotations
 
-from rrsi.config import HubConfig
+from rrsi.config import ValidationConfig
 from rrsi.hub.canary import Decision
 from rrsi.schema import CanaryVerdict, ReplayPair
 from rrsi.stats import sign_test
 
-__all__ = ["SILENT", "SILENT_SHARE", "compare", "shadow_blind", "shadow_verdict"]
+__all__ = ["SILENT_SHARE", "compare", "shadow_blind", "shadow_verdict"]
 
-SILENT = "silent"  # the objective term: share of the plan's evidence with no error code
 SILENT_SHARE = 0.5  # from this share on, a plan's evidence is silent
 
 
@@ -44,13 +43,13 @@ def compare(pairs: list[ReplayPair]) -> tuple[int, int]:
     return signs.count(1), signs.count(-1)
 
 
-def shadow_blind(pairs: list[ReplayPair], config: HubConfig) -> bool:
+def shadow_blind(pairs: list[ReplayPair], config: ValidationConfig) -> bool:
     """Whether no outcome of this replay's discordant tasks could reach ``canary_alpha`` (see the module docstring)."""
     d = sum(compare(pairs))
     return sign_test(d, d) >= config.canary_alpha
 
 
-def shadow_verdict(pairs: list[ReplayPair], config: HubConfig) -> tuple[Decision, CanaryVerdict]:
+def shadow_verdict(pairs: list[ReplayPair], config: ValidationConfig) -> tuple[Decision, CanaryVerdict]:
     """Decide on a shadow replay of ``pairs``, one per task (see the module docstring)."""
     pairs = [ReplayPair(*p) for p in pairs]
     n = len(pairs)

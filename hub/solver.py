@@ -29,7 +29,7 @@ import numpy as np
 
 from rrsi.devices import resolve_device
 from rrsi.errors import SchemaError
-from rrsi.hub.box_solvers import SeparableBox, SplitBox, l2_norm, linear_parts
+from rrsi.hub.box_solvers import SeparableBox, SplitBox, l2_norm
 
 __all__ = ["QuadraticProblem", "Solution", "solve", "objective"]
 
@@ -169,6 +169,12 @@ class Solution:
     iterations: int
 
 
+def linear_parts(problem: QuadraticProblem) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(r, diag, lo, hi): r = w ⊙ (t − z0), diag = w + λ, and the box −z0 ≤ d ≤ 1 − z0."""
+    r = problem.weight * (problem.target - problem.z0)
+    return r, problem.weight + problem.lam, -problem.z0, 1.0 - problem.z0
+
+
 def objective(problem: QuadraticProblem, z: np.ndarray) -> dict[str, float]:
     """The terms of f at z: task Σw(z−t)², regularizer Σλd², coupling Σp(d_k−d_l)², and their total."""
     z = _vector("z", z, problem.z0.shape[0])
@@ -251,6 +257,14 @@ def _into_ball(d: np.ndarray, rho: float) -> np.ndarray:
     return d * (limit / norm) if norm > limit else d
 
 
+def _box_solver(problem: QuadraticProblem, device: str, tol: float, max_iter: int) -> SeparableBox | SplitBox:
+    """Closed form without weighted pairs; CG on the coupled coordinates (on ``device``) with them."""
+    if (problem.pair_weight > 0).any():
+        where = resolve_device(device)
+        return SplitBox(linear_parts(problem), problem.pairs, problem.pair_weight, where, tol, max_iter)
+    return SeparableBox(*linear_parts(problem))
+
+
 def solve(
     problem: QuadraticProblem, *, tol: float = 1e-10, max_iter: int = 10_000, device: str | None = None
 ) -> Solution:
@@ -272,10 +286,7 @@ def solve(
         raise SchemaError(f"tol: must be in (0, 1) (got {tol})")
     if max_iter < 1:
         raise SchemaError(f"max_iter: must be >= 1 (got {max_iter})")
-    if (problem.pair_weight > 0).any():
-        inner: SeparableBox | SplitBox = SplitBox(problem, resolve_device(device), tol, max_iter)
-    else:
-        inner = SeparableBox(*linear_parts(problem))
+    inner = _box_solver(problem, device, tol, max_iter)
     d, nu = _trust_region(inner, problem.rho, tol)
     d = _into_ball(d, problem.rho)
     z = np.clip(problem.z0 + d, 0.0, 1.0)

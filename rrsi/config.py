@@ -8,11 +8,23 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rrsi.evidence import MIN_EVIDENCE, EvidenceRule
 from rrsi.schema import _Model
 
-__all__ = ["HubConfig", "HarnessConfig", "MIN_EVIDENCE", "default_home", "default_store_path"]
-
-MIN_EVIDENCE = 5  # fewest failures of an agent that can justify a parameter change
+__all__ = [
+    "HubConfig",
+    "IngestConfig",
+    "LoopConfig",
+    "AttributionConfig",
+    "ReflectionConfig",
+    "UpdateConfig",
+    "GateConfig",
+    "ValidationConfig",
+    "HarnessConfig",
+    "MIN_EVIDENCE",
+    "default_home",
+    "default_store_path",
+]
 
 
 def default_home() -> Path:
@@ -39,64 +51,57 @@ class HarnessConfig(_Model):
     backoff_initial_s: float = Field(default=0.05, gt=0.0, le=60.0)
     backoff_max_s: float = Field(default=2.0, gt=0.0, le=600.0)
     give_up_after_s: float = Field(default=300.0, gt=0.0)
-    failures_kept: int = Field(default=2000, ge=1)  # latest failing records for the seed's own loop (max_evidence)
+    failures_kept: int = Field(default=2000, ge=1)  # latest failing records for the single-agent loop
     replay_buffer: int = Field(default=1000, ge=0)
 
 
-class HubConfig(_Model):
-    """The hub's knobs.
+class IngestConfig(_Model):
+    """Records in. A failing trace is analysed once no record of it arrived for ``trace_settle_s``
+    seconds (harnesses ship on their own, so a downstream failure can arrive before the upstream
+    record behind it; the service waits, ``rrsi hub start --trace-settle``; an ``analyze()`` right
+    after a flush need not)."""
 
-    ``lam`` is λ of the L2 regularizer in normalized coordinates; ``default_step`` is how far an
-    ``increase``/``decrease`` without value moves (normalized); ``alpha`` is the significance a
-    parameter's symptom evidence must reach (one-sided sign test) before the rule Reflector
-    proposes a change, counting the root-attributed failures an agent accumulated since its
-    last update (at most ``max_evidence``); ``incident_window_s`` bounds how far apart in time two failing traces
-    may be and still form one incident.
+    trace_settle_s: float = Field(default=0.0, ge=0.0)
 
-    ``attribution`` picks who blames: the attribution GNN (checkpoint ``attribution_model``,
-    default ``~/.rrsi/models/attribution.pt``, trained on first use) or the most-upstream
-    failing agent baseline. ``reflector`` picks who reflects: the rule Reflector of the error-code
-    registry, the LM Reflector (SmolLM2 + LoRA adapter ``lm_adapter``, a folder or a name under
-    ``~/.rrsi/adapters``, default ``default``; ``lm`` trains it on first use), or ``auto`` (the default): the
-    LM once that adapter exists, the rule Reflector until then. The rule Reflector also stands
-    in for an LM that yields nothing valid. With ``lm_workers`` > 0 the LM runs in that many
-    ``reflector:<n>`` Ray actors asking for ``lm_num_gpus`` each (fractional allowed); with 0
-    it runs inside the hub's process on ``lm_threads`` torch threads (default: every core of
-    the machine; a reflection comes between rounds of work, not beside them). An LM reflection whose quality
-    composite falls below ``quality_threshold`` goes to human review instead of the updater.
-    With ``retrain`` on, every incident the LM's hub plans from becomes a retraining sample,
-    labelled by what validation found once its plans settle; ``retrain_every_samples`` such
-    samples (or ``retrain_every_days`` days since the adapter was trained, with at least one)
-    continue the adapter for ``retrain_epochs`` passes in the background (a Ray task asking for
-    ``lm_num_gpus``) and the hub reloads it (:mod:`rrsi.hub.lm.retraining`).
-    The update (``mu``: coupling of shared keys, ``trust_region``: ρ bound on ‖Δz‖₂ over all
-    agents of a plan), the gate (``medium_confidence``, ``high_confidence``,
-    ``high_risk_min_errors`` same-type errors within ``evidence_window_s``, ``approval``) and
-    the validation before promotion (``validation``: a ``canary`` share of live tasks by
-    task-id hash, a ``shadow`` replay of recent tasks, or ``none``; promoted when a one-sided
-    test at ``canary_alpha`` says the candidate fails less by ``canary_margin`` with at least
-    ``canary_min_sample`` candidate steps; rolled back at ``canary_max_sample`` without that).
-    The canary's test is sequential (an always-valid mSPRT p-value with mixing standard
-    deviation ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
-    false-promotion rate at ``canary_alpha``. The rule Reflector and the hub count at most
-    ``max_evidence`` root failures per agent (the latest; older ones are dropped). A failing
-    trace is analysed once no record of it arrived for ``trace_settle_s`` seconds (harnesses ship
-    on their own, so a downstream failure can arrive before the upstream record behind it; the
-    service waits, ``rrsi hub start --trace-settle``; an ``analyze()`` right after a flush need not).
+
+class LoopConfig(_Model):
+    """Detection: ``incident_window_s`` bounds how far apart in time two failing traces may be and
+    still form one incident."""
+
+    incident_window_s: float = Field(default=300.0, gt=0.0)
+
+
+class AttributionConfig(_Model):
+    """Who blames: the attribution GNN (``method="gnn"``; checkpoint ``model``, default the user's
+    ``RRSI_HOME/models/attribution.pt`` when there is one, else the one shipped with the package) or
+    the most-upstream failing agent baseline."""
+
+    method: Literal["gnn", "most_upstream"] = "gnn"
+    model: str | None = None
+
+
+class ReflectionConfig(_Model):
+    """Who reflects, and what counts as evidence.
+
+    ``alpha`` and ``min_evidence`` are the evidence test (:mod:`rrsi.evidence`) that any action
+    the hub applies must pass, over the root-attributed failures an agent accumulated since its
+    last update (at most the latest ``max_evidence``). ``reflector``: the rule Reflector of the
+    error-code registry, the LM Reflector (SmolLM2 + LoRA adapter ``lm_adapter``, a folder or a
+    name under ``~/.rrsi/adapters``, default ``default``), or ``auto`` (the default): the LM once
+    that adapter exists, the rule Reflector until then; the rule Reflector also stands in for an LM
+    that yields nothing valid. With ``lm_workers`` > 0 the LM runs in that many ``reflector:<n>``
+    Ray actors asking for ``lm_num_gpus`` each (fractional allowed); with 0 it runs inside the
+    hub's process on ``lm_threads`` torch threads (default: every core). An LM reflection whose
+    quality composite falls below ``quality_threshold`` goes to human review. With ``retrain`` on,
+    every incident the LM's hub plans from becomes a retraining sample, labelled by what validation
+    found; ``retrain_every_samples`` samples (or ``retrain_every_days`` days, with at least one)
+    continue the adapter for ``retrain_epochs`` passes in the background (:mod:`rrsi.hub.lm.retraining`).
     """
 
-    lam: float = Field(default=0.05, gt=0.0)
-    default_step: float = Field(default=0.1, gt=0.0, le=1.0)
-    low_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
-    low_confidence_multiplier: float = Field(default=4.0, ge=1.0)
-    risk_multiplier: dict[str, float] = Field(default_factory=lambda: {"low": 1.0, "medium": 2.0, "high": 4.0})
+    reflector: Literal["auto", "rule", "lm"] = "auto"
     alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)
     min_evidence: int = Field(default=MIN_EVIDENCE, ge=1)
     max_evidence: int = Field(default=2000, ge=1)
-    incident_window_s: float = Field(default=300.0, gt=0.0)
-    trace_settle_s: float = Field(default=0.0, ge=0.0)
-    attribution: Literal["gnn", "most_upstream"] = "gnn"
-    reflector: Literal["auto", "rule", "lm"] = "auto"
     lm_adapter: str | None = None
     lm_workers: int = Field(default=0, ge=0, le=256)
     lm_num_gpus: float = Field(default=0.0, ge=0.0)
@@ -106,15 +111,58 @@ class HubConfig(_Model):
     retrain_every_samples: int = Field(default=200, ge=1)
     retrain_every_days: float = Field(default=7.0, gt=0.0)
     retrain_epochs: float = Field(default=3.0, gt=0.0)
-    attribution_model: str | None = None
+
+    @property
+    def evidence(self) -> EvidenceRule:
+        """The evidence test at this ``alpha`` and ``min_evidence``."""
+        return EvidenceRule(self.alpha, self.min_evidence)
+
+
+class UpdateConfig(_Model):
+    """The joint regularized update. ``lam`` is λ of the L2 regularizer in normalized coordinates,
+    multiplied by ``low_confidence_multiplier`` under ``low_confidence`` and by ``risk_multiplier``
+    of the param's tier; ``default_step`` is how far an ``increase``/``decrease`` without value moves
+    (normalized); ``mu`` couples params with a shared key; ``trust_region`` is ρ, the bound on
+    ‖Δz‖₂ over all agents of a plan."""
+
+    lam: float = Field(default=0.05, gt=0.0)
+    default_step: float = Field(default=0.1, gt=0.0, le=1.0)
+    low_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
+    low_confidence_multiplier: float = Field(default=4.0, ge=1.0)
+    risk_multiplier: dict[str, float] = Field(default_factory=lambda: {"low": 1.0, "medium": 2.0, "high": 4.0})
     mu: float = Field(default=1.0, ge=0.0)
     trust_region: float = Field(default=0.3, gt=0.0)
+
+    @model_validator(mode="after")
+    def _tiers(self) -> UpdateConfig:
+        missing = {"low", "medium", "high"} - set(self.risk_multiplier)
+        if missing:
+            raise ValueError(f"risk_multiplier: needs a value for each risk tier; missing {sorted(missing)}")
+        return self
+
+
+class GateConfig(_Model):
+    """Impact scope by risk tier: medium needs confidence ≥ ``medium_confidence``; high needs
+    confidence > ``high_confidence``, at least ``high_risk_min_errors`` same-type errors within
+    ``evidence_window_s`` and human approval (``approval="auto"`` grants it)."""
+
     medium_confidence: float = Field(default=0.6, ge=0.0, le=1.0)
     high_confidence: float = Field(default=0.85, ge=0.0, le=1.0)
     high_risk_min_errors: int = Field(default=5, ge=0)
     evidence_window_s: float = Field(default=86_400.0, gt=0.0)
     approval: Literal["manual", "auto"] = "manual"
-    validation: Literal["canary", "shadow", "none"] = "canary"
+
+
+class ValidationConfig(_Model):
+    """Validation before promotion: ``mode`` ``canary`` (a ``canary_share`` of live tasks by task-id
+    hash), ``shadow`` (a replay of the latest ``shadow_tasks`` tasks) or ``none``. Promoted when a
+    one-sided test at ``canary_alpha`` says the candidate fails less by ``canary_margin`` with at
+    least ``canary_min_sample`` candidate steps; rolled back at ``canary_max_sample`` without that.
+    The canary's test is sequential (an always-valid mSPRT p-value with mixing standard deviation
+    ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
+    false-promotion rate at ``canary_alpha``."""
+
+    mode: Literal["canary", "shadow", "none"] = "canary"
     canary_share: float = Field(default=0.05, gt=0.0, le=1.0)
     canary_margin: float = Field(default=0.0, ge=0.0, le=1.0)
     canary_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
@@ -124,12 +172,70 @@ class HubConfig(_Model):
     shadow_tasks: int = Field(default=200, ge=1)
 
     @model_validator(mode="after")
-    def _samples(self) -> HubConfig:
+    def _samples(self) -> ValidationConfig:
         if self.canary_max_sample < self.canary_min_sample:
             raise ValueError(
                 f"canary_max_sample ({self.canary_max_sample}) must be >= canary_min_sample ({self.canary_min_sample})"
             )
-        missing = {"low", "medium", "high"} - set(self.risk_multiplier)
-        if missing:
-            raise ValueError(f"risk_multiplier: needs a value for each risk tier; missing {sorted(missing)}")
         return self
+
+
+SECTIONS = {
+    "ingest": IngestConfig,
+    "loop": LoopConfig,
+    "attribution": AttributionConfig,
+    "reflection": ReflectionConfig,
+    "update": UpdateConfig,
+    "gate": GateConfig,
+    "validation": ValidationConfig,
+}
+# Every key of a section is also accepted at the top level; the three whose section shares their
+# name are spelled as before sections existed.
+_RENAMED = {"method": "attribution", "model": "attribution_model", "mode": "validation"}
+FLAT_KEYS: dict[str, tuple[str, str]] = {
+    _RENAMED.get(name, name): (section, name) for section, model in SECTIONS.items() for name in model.model_fields
+}
+
+
+class HubConfig(_Model):
+    """The hub's knobs, one section per part of the hub that reads them.
+
+    A section is given as a mapping (``{"validation": {"mode": "shadow"}}``) or key by key, flat
+    (``{"validation": "shadow", "min_evidence": 5}``): every key of a section is also accepted at
+    the top level, with ``attribution`` (the method), ``attribution_model`` and ``validation``
+    (the mode) for the keys whose section has the same name. :meth:`replace` takes flat keys too.
+    """
+
+    ingest: IngestConfig = Field(default_factory=IngestConfig)
+    loop: LoopConfig = Field(default_factory=LoopConfig)
+    attribution: AttributionConfig = Field(default_factory=AttributionConfig)
+    reflection: ReflectionConfig = Field(default_factory=ReflectionConfig)
+    update: UpdateConfig = Field(default_factory=UpdateConfig)
+    gate: GateConfig = Field(default_factory=GateConfig)
+    validation: ValidationConfig = Field(default_factory=ValidationConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _sections_from_flat_keys(cls, data):
+        if not isinstance(data, dict):
+            return data
+        out = {k: dict(v) for k, v in data.items() if k in SECTIONS and isinstance(v, dict)}
+        for key, value in data.items():
+            if key in SECTIONS and isinstance(value, dict):
+                continue
+            if key not in FLAT_KEYS:
+                out[key] = value  # refused below, naming the key
+                continue
+            section, name = FLAT_KEYS[key]
+            merged = out.get(section)
+            out[section] = {**(merged if isinstance(merged, dict) else {}), name: value}
+        return out
+
+    def replace(self, **changes) -> HubConfig:
+        """A validated copy with ``changes`` (flat keys or sections) applied."""
+        return HubConfig.model_validate({**self.model_dump(), **changes})
+
+    @property
+    def evidence(self) -> EvidenceRule:
+        """The evidence test of the ``reflection`` section (:mod:`rrsi.evidence`)."""
+        return self.reflection.evidence

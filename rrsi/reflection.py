@@ -65,7 +65,7 @@ class ReflectionContext(_Model):
 
 
 class Reflection(_Model):
-    """One agent's reflection, with the seed's constraints.
+    """One agent's reflection, with the schema's constraints.
 
     ``root_cause`` ≤ 128 chars naming a domain term of the agent or its error code;
     ``correction`` ≤ 256 chars, an imperative sentence without a conditional clause;

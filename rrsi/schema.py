@@ -327,11 +327,20 @@ PLAN_TRANSITIONS: dict[str, frozenset[str]] = {
 
 
 class UpdatePlan(_Model):
-    """θ_old → θ_new for the agents of one incident, with the objective's terms and the gates."""
+    """θ_old → θ_new for the agents of one incident, with the objective's terms and the gates.
+
+    ``kind``: an ``update`` follows a reflection; a ``probe`` tries one direction of a param whose
+    symptoms do not say which way (``probe_sign`` +1 up, −1 down). ``silent_share``: the share of
+    its agents' blamed records with no error code (from ½ on, validation judges it by the traces it
+    serves). ``objective`` holds the joint update's terms only.
+    """
 
     plan_id: str = Field(min_length=1)
     incident_id: str = Field(min_length=1)
     updates: list[AgentUpdate] = Field(min_length=1)
+    kind: Literal["update", "probe"] = "update"
+    probe_sign: Literal[1, -1] | None = None
+    silent_share: float = Field(default=0.0, ge=0.0, le=1.0)
     objective: dict[str, float] = Field(default_factory=dict)
     active_constraints: list[str] = Field(default_factory=list)
     gates: list[GateDecision] = Field(default_factory=list)
@@ -339,6 +348,26 @@ class UpdatePlan(_Model):
     state: PlanState = "proposed"
     history: list[tuple[str, float]] = Field(default_factory=list)
     created_at: float = Field(default_factory=time.time)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flags_out_of_objective(cls, data):
+        """A plan stored with its kind and silent share among the objective's terms reads as fields."""
+        if isinstance(data, dict) and isinstance(data.get("objective"), dict):
+            objective = dict(data["objective"])
+            sign, silent = objective.pop("probe", None), objective.pop("silent", None)
+            if sign is not None and "kind" not in data:
+                data = {**data, "kind": "probe", "probe_sign": 1 if sign > 0 else -1}
+            if silent is not None and "silent_share" not in data:
+                data = {**data, "silent_share": silent}
+            data = {**data, "objective": objective}
+        return data
+
+    @model_validator(mode="after")
+    def _probe_has_a_sign(self) -> UpdatePlan:
+        if (self.kind == "probe") != (self.probe_sign is not None):
+            raise ValueError(f"probe_sign: a probe needs +1 or -1 and an update none (kind {self.kind!r})")
+        return self
 
     def transition(self, new_state: str) -> UpdatePlan:
         """Return a copy in ``new_state``; refuse transitions the lifecycle does not allow."""

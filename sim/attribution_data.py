@@ -1,9 +1,9 @@
 """The attribution GNN on simulated incidents: training examples, the default model, top-1 scores.
 
-The default model is text-free and trained on incidents of the bundled scenario; the hub
-and the CLI load it from :func:`~rrsi.graph.attribution.default_model_path`, training it
-there on first use. Who&When training and cross-validation stay in :mod:`rrsi.graph`, which
-knows nothing of the simulator.
+The default model is text-free and trained on incidents of the bundled scenario
+(:func:`train_default_model`); the package ships one (:data:`~rrsi.graph.attribution.SHIPPED_MODEL`),
+which the hub serves unless the user trained their own. Who&When training and cross-validation
+stay in :mod:`rrsi.graph`, which knows nothing of the simulator.
 """
 
 from __future__ import annotations
@@ -17,16 +17,16 @@ from rrsi.graph.attribution import AttributionModel, default_model_path
 from rrsi.graph.baselines import most_upstream
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.gnn_training import Example, TrainConfig, fit
+from rrsi.graph.gnn_training import AttributionExample, GNNTrainConfig, fit
 from rrsi.scenario import Scenario, bundled_scenario
 from rrsi.sim.synthetic import SyntheticIncident, scenario_error_types, synthetic_incidents
 
 __all__ = ["from_synthetic", "train_default_model", "default_attribution_model", "evaluate_synthetic_attribution"]
 
 
-def from_synthetic(incidents: Sequence[SyntheticIncident]) -> list[Example]:
+def from_synthetic(incidents: Sequence[SyntheticIncident]) -> list[AttributionExample]:
     """Training examples from labelled synthetic incidents."""
-    return [Example(i.trace, i.root_agents, i.root_steps) for i in incidents]
+    return [AttributionExample(i.trace, i.root_agents, i.root_steps) for i in incidents]
 
 
 def train_default_model(scenario: Scenario | None = None, n: int = 2000, seed: int = 0) -> AttributionModel:
@@ -41,7 +41,7 @@ def train_default_model(scenario: Scenario | None = None, n: int = 2000, seed: i
     return fit(
         from_synthetic(incidents),
         GNNConfig(text=False),
-        TrainConfig(epochs=200, weight_decay=1e-3),
+        GNNTrainConfig(epochs=200, weight_decay=1e-3),
         history=own_failure_rates([i.trace for i in incidents]),
         error_types=scenario_error_types(scenario),
     )
@@ -65,7 +65,7 @@ def evaluate_synthetic_attribution(
     propagation: float = 0.9,
     drop: float = 0.0,
     seed: int = 0,
-    train_config: TrainConfig | None = None,
+    train_config: GNNTrainConfig | None = None,
 ) -> dict[str, float]:
     """Root-agent top-1 of a text-free GNN and of most-upstream on fresh incidents of ``scenario``.
 
@@ -79,7 +79,7 @@ def evaluate_synthetic_attribution(
     test = list(synthetic_incidents(scenario, n_test, seed + 1, propagation, drop))
     history = own_failure_rates([i.trace for i in train])
     error_types = scenario_error_types(scenario)
-    train_config = train_config or TrainConfig(epochs=200, weight_decay=1e-3, seed=seed)
+    train_config = train_config or GNNTrainConfig(epochs=200, weight_decay=1e-3, seed=seed)
     model = fit(from_synthetic(train), GNNConfig(text=False), train_config, history=history, error_types=error_types)
     predicted = model.attribute([i.trace for i in test], history)
     return {

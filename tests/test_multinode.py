@@ -21,9 +21,9 @@ from ray.util.placement_group import placement_group, remove_placement_group
 from rrsi.agents.harness import harness_name
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.demo import PipelineRun
 from rrsi.hub.hub import NAMESPACE
 from rrsi.hub.lm import worker
+from rrsi.lab.demo import PipelineRun
 from rrsi.scenario import bundled_scenario
 
 pytestmark = pytest.mark.slow  # four nodes, a dozen worker processes: over a minute on two cores

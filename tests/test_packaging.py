@@ -49,7 +49,7 @@ def test_the_lm_reflector_imports_without_ray():
         "        if name == 'ray' or name.startswith('ray.'):\n"
         "            raise ImportError('ray is not installed here')\n"
         "sys.meta_path.insert(0, NoRay())\n"
-        "import rrsi.hub.lm.lm_reflector, rrsi.hub.lm.lora_training, rrsi.hub.lm.data\n"
+        "import rrsi.hub.lm.lm_reflector, rrsi.hub.lm.lora_training, rrsi.hub.lm.examples, rrsi.lab.reflector_data\n"
         "import rrsi.hub\n"
         "try:\n"
         "    rrsi.hub.connect\n"

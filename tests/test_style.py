@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGE_DIRS = ("rrsi", "agents", "traces", "graph", "sim", "hub", "cli")
+PACKAGE_DIRS = ("rrsi", "agents", "traces", "graph", "sim", "hub", "lab", "cli")
 MAX_FILE_LINES = 400
 MAX_FUNCTION_LINES = 40
 

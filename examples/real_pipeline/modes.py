@@ -1,7 +1,7 @@
 """Where the pipeline's params come from, and how they change between rounds: ``none``, ``independent``, ``hub``.
 
 - :class:`FixedParams` (``none``): every agent keeps its init.
-- :class:`IndependentParams` (``independent``): the seed's single-agent loop on every agent — its
+- :class:`IndependentParams` (``independent``): the single-agent loop on every agent — its
   own failing steps, the rule reflection of :func:`rrsi.agents.self_reflection.reflect_on_agent`
   and the L2 update of :func:`rrsi.agents.self_update.l2_update` after each round.
 - :class:`HubParams` (``hub``): the hub's pull-mode route (``GET /v1/params`` through
@@ -70,13 +70,12 @@ class IndependentParams(FixedParams):
         updated = []
         for name, spec in SPECS.items():
             store = self.stores[name]
-            reflection = reflect_on_agent(
-                spec, self.failures[name][-self.config.max_evidence :], self.registry, self.config
-            )
+            recent = self.failures[name][-self.config.reflection.max_evidence :]
+            reflection = reflect_on_agent(spec, recent, self.registry, self.config.evidence)
             if reflection is None:
                 continue
             self.failures[name].clear()
-            new = l2_update(spec, store.values, reflection, self.config.lam, self.config.default_step)
+            new = l2_update(spec, store.values, reflection, self.config.update.lam, self.config.update.default_step)
             if changed(spec, store.values, new):
                 store.install(store.next_version(), new)
                 updated.append(f"{name} v{store.version} {new}")

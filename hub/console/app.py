@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from aiohttp import web
 
@@ -26,9 +26,27 @@ from rrsi.hub.views import incident_view
 from rrsi.schema import ERROR_TYPES
 from rrsi.store import Store
 
-__all__ = ["HubCall", "ACTIONS", "make_app"]
+__all__ = ["PlanActions", "PlanAction", "ACTIONS", "make_app"]
 
-HubCall = Callable[..., Any]  # call(method, *args) on the hub, as the CLI's commands make it
+
+class PlanActions(Protocol):
+    """What the console asks of the hub: a :class:`~rrsi.hub.client.HubClient`, or a ``ReflectionHub`` itself."""
+
+    def approve(self, plan_id: str, who: str = "cli", decision: str = "approved") -> Any: ...
+
+    def rollback_plan(self, plan_id: str) -> Any: ...
+
+
+class PlanAction(NamedTuple):
+    """A button of the console: what it does to the hub, the CLI command that does the same, the plan
+    states it applies to, and the sentence its confirmation page shows."""
+
+    run: Callable[[PlanActions, str, str], Any]  # (hub, plan_id, who)
+    command: str
+    states: tuple[str, ...]
+    explain: str
+
+
 PUBLIC = ("/login", "/static/")
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "
@@ -37,13 +55,21 @@ HEADERS = {
     "X-Frame-Options": "DENY",
     "Cache-Control": "no-store",
 }
-# action → (hub method and its arguments after plan_id, the CLI command, the states it applies to, what it does)
-ACTIONS: dict[str, tuple[str, tuple[str, ...], str, tuple[str, ...], str]] = {
-    "approve": ("approve", ("approved",), "rrsi approve", ("blocked",), "The hub validates the plan at its next pass."),
-    "reject": ("approve", ("rejected",), "rrsi reject", ("blocked",), "The plan stays blocked for good."),
-    "rollback": (
-        "rollback_plan",
-        (),
+ACTIONS: dict[str, PlanAction] = {
+    "approve": PlanAction(
+        lambda hub, plan_id, who: hub.approve(plan_id, who, "approved"),
+        "rrsi approve",
+        ("blocked",),
+        "The hub validates the plan at its next pass.",
+    ),
+    "reject": PlanAction(
+        lambda hub, plan_id, who: hub.approve(plan_id, who, "rejected"),
+        "rrsi reject",
+        ("blocked",),
+        "The plan stays blocked for good.",
+    ),
+    "rollback": PlanAction(
+        lambda hub, plan_id, who: hub.rollback_plan(plan_id),
         "rrsi rollback",
         ("promoted", "canary"),
         "Its agents return to their previous promoted params.",
@@ -188,14 +214,16 @@ def _plan_for(request: web.Request):
     plan = request.app[STORE].plan(request.match_info["plan_id"])
     if plan is None:
         raise NotFound(f"plan_id: no plan {request.match_info['plan_id']!r}")
-    if plan.state not in ACTIONS[action][3]:
-        raise UserError(f"plan {plan.plan_id} is {plan.state!r}; {action} takes only {list(ACTIONS[action][3])} plans")
+    if plan.state not in ACTIONS[action].states:
+        raise UserError(
+            f"plan {plan.plan_id} is {plan.state!r}; {action} takes only {list(ACTIONS[action].states)} plans"
+        )
     return plan, action
 
 
 async def confirm(request: web.Request) -> web.Response:
     plan, action = await _off(_plan_for, request)
-    _, _, command, _, explain = ACTIONS[action]
+    command, explain = ACTIONS[action].command, ACTIONS[action].explain
     verb = "roll back" if action == "rollback" else action
     page = render(
         "confirm.html",
@@ -212,9 +240,7 @@ async def confirm(request: web.Request) -> web.Response:
 
 def _act(request: web.Request) -> dict:
     plan, action = _plan_for(request)
-    method, extra, *_ = ACTIONS[action]
-    args = (request.app[WHO], *extra) if method == "approve" else extra
-    request.app[HUB](method, plan.plan_id, *args)
+    ACTIONS[action].run(request.app[HUB], plan.plan_id, request.app[WHO])
     return {"plan_id": plan.plan_id, "incident_id": plan.incident_id, "action": action}
 
 
@@ -236,12 +262,12 @@ async def api_incident(request: web.Request) -> web.Response:
     return web.json_response(view, headers=HEADERS)
 
 
-def make_app(store: Store, hub: HubCall, token: str, hosts: set[str] | None, who: str) -> web.Application:
+def make_app(store: Store, hub: PlanActions, token: str, hosts: set[str] | None, who: str) -> web.Application:
     """The console over ``store`` (read) and ``hub`` (the plan actions), guarded by ``token``.
 
     Args:
         store: the hub's store, read for every page.
-        hub: ``call(method, *args)`` on the hub (the CLI's ``approve`` / ``rollback_plan`` calls).
+        hub: where approve / reject / rollback go (:class:`PlanActions`).
         token: the hub's bearer token (:func:`rrsi.hub.auth.hub_token`).
         hosts: ``Host`` headers answered (:func:`~rrsi.hub.console.sessions.allowed_hosts`).
         who: the name human decisions are recorded under.

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from rrsi.errors import RuntimeFailure, SchemaError
 from rrsi.hub.auth import hub_token
-from rrsi.hub.console.app import HubCall, make_app
+from rrsi.hub.console.app import PlanActions, make_app
 from rrsi.hub.console.sessions import LOOPBACK, allowed_hosts
 from rrsi.store import Store
 
@@ -61,7 +61,7 @@ class ConsoleServer:
 
     Args:
         store_path: the hub's SQLite store (read for every page).
-        hub: ``call(method, *args)`` on the hub, for approve / reject / rollback.
+        hub: where approve / reject / rollback go (:class:`~rrsi.hub.console.app.PlanActions`).
         host: the address to bind (default 127.0.0.1; anything else is exposed beyond this machine).
         port: TCP port (0: any free one; :attr:`url` says which).
         token: the hub's token (default :func:`~rrsi.hub.auth.hub_token`).
@@ -71,7 +71,7 @@ class ConsoleServer:
     def __init__(
         self,
         store_path: str | Path,
-        hub: HubCall,
+        hub: PlanActions,
         host: str = "127.0.0.1",
         port: int = DEFAULT_PORT,
         token: str | None = None,

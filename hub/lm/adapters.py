@@ -1,4 +1,4 @@
-"""Where LoRA adapters live, and the bundled adapter trained on first use.
+"""Where LoRA adapters live, and how one is stored after training.
 
 Adapters are folders written by ``save_pretrained`` under ``default_home()/adapters/<name>``
 with a ``training.json`` beside the weights (config, data, loss, time). An adapter is
@@ -15,15 +15,11 @@ import tempfile
 from pathlib import Path
 
 from rrsi.config import default_home
-from rrsi.error_codes import ErrorCodeRegistry, default_registry
+from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
-from rrsi.graph.log_training import default_whowhen_dir
-from rrsi.hub.lm.data import Example, whowhen_examples
-from rrsi.hub.lm.generated_data import examples_registry, generated_examples
-from rrsi.hub.lm.lora_training import TrainConfig, train_lora
+from rrsi.hub.lm.examples import ReflectionExample
+from rrsi.hub.lm.lora_training import LoraTrainConfig, train_lora
 from rrsi.hub.lm.template import TEMPLATE_VERSION
-from rrsi.scenario import bundled_scenario
-from rrsi.sim.generator import pipeline_seeds
 
 __all__ = [
     "adapter_base",
@@ -33,9 +29,6 @@ __all__ = [
     "resolve_adapter",
     "has_adapter",
     "save_trained",
-    "default_examples",
-    "ensure_adapter",
-    "scenario_registry",
 ]
 
 DEFAULT_ADAPTER = "default"
@@ -57,8 +50,6 @@ DEFAULT_TRAINING = {
     "weights": {"decision": 1.0},
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
-DEFAULT_PIPELINES = 60
-DEFAULT_PER_PIPELINE = 4
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}$")
 
 
@@ -121,18 +112,10 @@ def adapter_base(adapter: str | Path | None) -> Path | None:
     return next((c for c in candidates if (c / "config.json").is_file()), None)
 
 
-def scenario_registry(scenario=None) -> ErrorCodeRegistry:
-    """The built-in error codes plus those the scenario's agents declare."""
-    registry = default_registry()
-    for spec in (scenario or bundled_scenario()).specs():
-        registry.register_agent(spec)
-    return registry
-
-
 def save_trained(
-    examples: list[Example],
+    examples: list[ReflectionExample],
     registry: ErrorCodeRegistry,
-    config: TrainConfig | dict,
+    config: LoraTrainConfig | dict,
     name: str | Path,
     progress: bool = True,
     info: dict | None = None,
@@ -169,50 +152,3 @@ def save_trained(
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target, report
-
-
-def default_examples(workers: int = 1) -> tuple[list[Example], dict]:
-    """What the bundled adapter learns from, and a description of it for ``training.json``.
-
-    Incidents of :data:`DEFAULT_PIPELINES` generated pipelines (train seeds from 0, never a
-    bundled scenario: those stay held out for evaluation), :data:`DEFAULT_PER_PIPELINE` each,
-    plus the ``train`` split of Who&When's annotated mistake reasons when the logs are at hand
-    (``RRSI_WHOWHEN``, else ``../shared/whowhen/Algorithm-Generated``; root causes only).
-    ``workers``: processes simulating the pipelines (the same examples whatever the number).
-    """
-    examples = generated_examples(DEFAULT_PIPELINES, DEFAULT_PER_PIPELINE, seed=0, workers=workers)
-    seeds = pipeline_seeds("train", DEFAULT_PIPELINES)
-    info: dict = {
-        "generated": {
-            "pipelines": DEFAULT_PIPELINES,
-            "per_pipeline": DEFAULT_PER_PIPELINE,
-            "seeds": [seeds[0], seeds[-1]],
-        }
-    }
-    folder = default_whowhen_dir()
-    if folder is not None:
-        examples += whowhen_examples(folder, "train")
-        info["whowhen"] = str(folder)
-    return examples, info
-
-
-def ensure_adapter(
-    name: str = DEFAULT_ADAPTER, progress: bool = True, base: str | None = None, workers: int = 1
-) -> Path:
-    """The adapter ``name``, training the bundled one on first use (:func:`default_examples`,
-    :data:`DEFAULT_TRAINING` steps).
-
-    Args:
-        name: adapter folder name under ``default_home()/adapters``.
-        progress: show a progress bar while training.
-        base: base model for a first training (default: SmolLM2-135M-Instruct).
-        workers: processes simulating the training incidents (forked: pass more than 1 only from
-            a process that may fork, e.g. a command's main process before it starts Ray).
-    """
-    path = adapter_dir(name)
-    if has_adapter(path):
-        return path
-    examples, info = default_examples(workers)
-    config = {**DEFAULT_TRAINING, "base": base}
-    path, _ = save_trained(examples, examples_registry(examples), config, name, progress, info=info)
-    return path

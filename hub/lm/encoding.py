@@ -5,23 +5,27 @@ from __future__ import annotations
 
 import logging
 import zlib
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
-from rrsi.hub.lm.data import Example
-from rrsi.hub.lm.prompt import chat_prompt, prepare
+from rrsi.hub.lm.examples import ReflectionExample
+from rrsi.hub.lm.prompt import PromptConfig, chat_prompt, prepare
 from rrsi.hub.lm.segment_codec import SegmentCodec
 from rrsi.hub.lm.targets import render_values
 
-if TYPE_CHECKING:
-    from rrsi.hub.lm.lora_training import TrainConfig
-
 log = logging.getLogger(__name__)
 
-__all__ = ["CHOICE_GROUPS", "Encoded", "token_shares", "encode_examples"]
+__all__ = ["CHOICE_GROUPS", "Encoded", "EncodingSettings", "token_shares", "encode_examples"]
 
 CHOICE_GROUPS = ("error_type", "decision")
+
+
+class EncodingSettings(Protocol):
+    """What encoding reads of a training config (:class:`rrsi.hub.lm.lora_training.LoraTrainConfig` has both)."""
+
+    prompt: PromptConfig
+    max_length: int
 
 
 class Encoded:
@@ -53,11 +57,11 @@ def token_shares(groups: list[str | None]) -> list[float]:
 
 
 def encode_examples(
-    examples: list[Example],
+    examples: list[ReflectionExample],
     tokenizer,
     codec: SegmentCodec,
     registry: ErrorCodeRegistry,
-    config: TrainConfig,
+    config: EncodingSettings,
     skipped: list[tuple[str, str]] | None = None,
 ) -> list[Encoded]:
     """Tokenize examples into prompt + target answer with loss groups.
@@ -93,7 +97,7 @@ def encode_examples(
     return out
 
 
-def _values(ex: Example, prep, skipped: list[tuple[str, str]] | None) -> dict[str, str] | None:
+def _values(ex: ReflectionExample, prep, skipped: list[tuple[str, str]] | None) -> dict[str, str] | None:
     """The segment values of ``ex``'s answer; None (logged, added to ``skipped``) when the template
     cannot write it and ``skipped`` is given.
 
@@ -110,7 +114,7 @@ def _values(ex: Example, prep, skipped: list[tuple[str, str]] | None) -> dict[st
         return None
 
 
-def _target(ex: Example, prep, values: dict[str, str], codec: SegmentCodec) -> tuple[list[int], list]:
+def _target(ex: ReflectionExample, prep, values: dict[str, str], codec: SegmentCodec) -> tuple[list[int], list]:
     """The decisions and one agent's texts (by a hash of the incident id), and each token's group
     (only ``ex.groups`` carry loss when the example names them)."""
     target, groups = codec.target(prep.segments, values)

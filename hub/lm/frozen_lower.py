@@ -1,6 +1,6 @@
 """The frozen lower layers of a LoRA fine-tune, run once per training example.
 
-LoRA on the top layers only (:class:`~rrsi.hub.lm.lora_training.TrainConfig` ``lora_layers``)
+LoRA on the top layers only (:class:`~rrsi.hub.lm.lora_training.LoraTrainConfig` ``lora_layers``)
 leaves the embeddings and every decoder layer below the first adapted one frozen: what they
 give an example never changes during training. Training draws examples with replacement, so
 an example drawn again runs them again; the default recipe draws a quarter of its tokens a

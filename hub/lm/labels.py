@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rrsi.agents.self_reflection import symptom_votes
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.evidence import symptom_votes
 from rrsi.hub.lm.prompt import param_reading
 from rrsi.hub.lm.template import keep_reason, param_correction, param_root_cause
 from rrsi.scenario import Scenario

@@ -31,8 +31,8 @@ from rrsi.devices import resolve_device
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import SchemaError
 from rrsi.hub.lm.base import bf16_fast, load_model, load_tokenizer
-from rrsi.hub.lm.data import Example, sqrt_frequency_weights
 from rrsi.hub.lm.encoding import Encoded, encode_examples
+from rrsi.hub.lm.examples import ReflectionExample, sqrt_frequency_weights
 from rrsi.hub.lm.frozen_lower import FrozenLower
 from rrsi.hub.lm.prompt import PromptConfig
 from rrsi.hub.lm.segment_codec import SegmentCodec
@@ -42,7 +42,7 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "FieldWeights",
-    "TrainConfig",
+    "LoraTrainConfig",
     "loss_positions",
     "weighted_loss",
     "group_totals",
@@ -59,7 +59,7 @@ class FieldWeights(_Model):
     decision: float = Field(default=0.4, ge=0.0)
 
 
-class TrainConfig(_Model):
+class LoraTrainConfig(_Model):
     """Fine-tuning settings.
 
     Args:
@@ -71,7 +71,7 @@ class TrainConfig(_Model):
             batch over passes of this many (the same gradient: each pass's loss is normalized
             by the whole batch's token counts). Default: 1 on CPU, where a padded batch spends
             a fifth of its time on padding and batching buys no speed, else ``batch_size``.
-        lr: AdamW learning rate of the LoRA weights (the seed's 2e-5 needs thousands of
+        lr: AdamW learning rate of the LoRA weights (the library's 2e-5 needs thousands of
             steps; the bundled adapter uses 2e-3 for a few hundred).
         lora_r, lora_alpha, lora_dropout, target_modules: the LoRA adapter.
         lora_layers: adapt only the top this many decoder layers (``None``: all). Autograd
@@ -238,7 +238,7 @@ def _step_loss(
     return weighted_loss(logits, ids[rows, cols + 1], names, weights, picked, totals)
 
 
-def _peft_model(config: TrainConfig, device: str):
+def _peft_model(config: LoraTrainConfig, device: str):
     from peft import LoraConfig, PeftModel, get_peft_model, prepare_model_for_kbit_training
 
     if config.init_adapter is not None and not (Path(config.init_adapter) / "adapter_config.json").is_file():
@@ -294,7 +294,7 @@ def _backward_batch(
 
 
 def _train_steps(
-    model, encoded: list[Encoded], weights: list[float], pad: int, config: TrainConfig, device: str, progress: bool
+    model, encoded: list[Encoded], weights: list[float], pad: int, config: LoraTrainConfig, device: str, progress: bool
 ) -> dict:
     """AdamW on the LoRA weights (gradient norm clipped to 1) for ``config.steps`` steps, else ``config.epochs``
     passes, on batches drawn by ``weights``; returns the report's ``steps``, ``precision``, ``loss_first`` and
@@ -327,7 +327,9 @@ def _train_steps(
     }
 
 
-def _encoded(examples: list[Example], tokenizer, registry: ErrorCodeRegistry, config: TrainConfig) -> tuple:
+def _encoded(
+    examples: list[ReflectionExample], tokenizer, registry: ErrorCodeRegistry, config: LoraTrainConfig
+) -> tuple:
     """The examples the template can write, encoded, and ``(incident id, reason)`` of the others.
 
     Raises:
@@ -341,9 +343,9 @@ def _encoded(examples: list[Example], tokenizer, registry: ErrorCodeRegistry, co
 
 
 def train_lora(
-    examples: list[Example],
+    examples: list[ReflectionExample],
     registry: ErrorCodeRegistry,
-    config: TrainConfig | dict | None = None,
+    config: LoraTrainConfig | dict | None = None,
     out: str | Path | None = None,
     progress: bool = True,
 ) -> dict:
@@ -352,7 +354,7 @@ def train_lora(
     Args:
         examples: training pairs.
         registry: error codes of the examples' agents.
-        config: :class:`TrainConfig` or a dict of its fields.
+        config: :class:`LoraTrainConfig` or a dict of its fields.
         out: folder to save the adapter and tokenizer in.
         progress: show a tqdm bar.
 
@@ -360,7 +362,7 @@ def train_lora(
         ``{"steps", "precision", "loss_first", "loss_last", "seconds", "device", "examples"}``, ``"skipped"``
         (examples the template cannot write, with the reason); the trained model under ``"model"``.
     """
-    config = validate(TrainConfig, config or {}, where="train")
+    config = validate(LoraTrainConfig, config or {}, where="train")
     if not examples:
         raise SchemaError("examples: need at least one training example")
     device = config.resolved_device()

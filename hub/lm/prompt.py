@@ -11,12 +11,10 @@ The answer's template (:mod:`rrsi.hub.lm.template`) restates each agent's eviden
 (:func:`vote_summary`) right before the agent's error type and action: per param, its error
 type and failures, which way the failing steps' symptom phrases point (the error-code
 registry's phrases, e.g. "too low" → increase) and how one-sided they are. "How one-sided"
-is a sign test computed here, not by the model (a 135M model does not compare counts
-reliably after a few hundred training examples: without it the bundled adapter answered "no
-action" for every agent): ``one-sided`` when P(X ≥ k | n, ½) < ``alpha`` with n ≥
-``min_votes``; ``too few`` under ``min_votes`` or when not even n of n votes one way would be
-(½ⁿ ≥ ``alpha``: fewer than 10 at the default 10⁻³); else ``mixed`` (enough votes to tell,
-and they point both ways); ``alpha`` is the hub's own, so the verdict is the rule Reflector's.
+is the evidence test of :mod:`rrsi.evidence` (``one-sided``, ``mixed`` or ``too few``),
+computed here, not by the model (a 135M model does not compare counts reliably after a few
+hundred training examples); ``alpha`` is the hub's own, so the verdict is the rule Reflector's,
+and a param's reading (``opaque``, ``few``) is the one the hub's probes act on.
 The labels the model learns from (:mod:`rrsi.hub.lm.labels`) add the simulator's ground truth:
 act only where the param caused most of the agent's failures, at least five, and the test
 says one-sided; so the model weighs the evidence: whether to act, which agent is the root, and
@@ -30,12 +28,12 @@ from dataclasses import dataclass
 
 from pydantic import Field
 
-from rrsi.agents.self_reflection import reflection_context, symptom_votes
-from rrsi.config import MIN_EVIDENCE, HubConfig
+from rrsi.agents.self_reflection import reflection_context
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.evidence import MIN_EVIDENCE, EvidenceRule, Reading, sidedness, symptom_votes
+from rrsi.evidence import param_reading as reading_of
 from rrsi.hub.lm.template import AgentView, Segment, program, text_program
 from rrsi.schema import AgentSpec, Attribution, ReflectionContext, StepRecord, _Model
-from rrsi.stats import sign_test
 
 __all__ = [
     "PromptConfig",
@@ -72,9 +70,8 @@ class PromptConfig(_Model):
         max_records: only each agent's latest this many failing records are counted and shown
             (the bundled adapter was trained on incidents of up to about 40 per agent; a hub
             that has gathered hundreds would otherwise show it counts it never saw).
-        alpha, min_votes: when a param's symptom votes are called ``one-sided`` (see above);
-            the hub's ``alpha`` and :data:`~rrsi.config.MIN_EVIDENCE` by default, and a hub
-            serves the LM with its own ``alpha``.
+        alpha, min_votes: the evidence test's ``alpha`` and ``min_evidence`` (:attr:`evidence`);
+            the hub's defaults, and a hub serves the LM with its own.
         param_lines: a line per declared param with its error code, error type and failures
             (off by default: the answer's evidence restates each param with failures, with its
             type and failures, right before the decisions; the lines made up half a prompt).
@@ -86,9 +83,13 @@ class PromptConfig(_Model):
     max_tokens: int = Field(default=24, ge=1, le=128)
     correction_tokens: int = Field(default=12, ge=1, le=128)
     max_records: int = Field(default=40, ge=1, le=100_000)
-    alpha: float = Field(default=HubConfig.model_fields["alpha"].default, gt=0.0, lt=1.0)  # the hub serves its own
+    alpha: float = Field(default=EvidenceRule.alpha, gt=0.0, lt=1.0)  # the hub serves its own
     min_votes: int = Field(default=MIN_EVIDENCE, ge=1)
     param_lines: bool = False
+
+    @property
+    def evidence(self) -> EvidenceRule:
+        return EvidenceRule(self.alpha, self.min_votes)
 
 
 @dataclass(frozen=True)
@@ -195,19 +196,13 @@ def _param_evidence(spec: AgentSpec, records: list[StepRecord], registry: ErrorC
 
 
 def verdict(votes: Counter, config: PromptConfig | None = None) -> str:
-    """``one-sided``, ``mixed`` or ``too few``: how a param's symptom votes read (see the module doc)."""
-    config = config or PromptConfig()
-    return _sidedness(max(votes.values(), default=0), votes.total(), config)
+    """``one-sided``, ``mixed`` or ``too few``: how a param's symptom votes read (:func:`rrsi.evidence.sidedness`)."""
+    return sidedness(votes, (config or PromptConfig()).evidence)
 
 
-def param_reading(votes: Counter, failures: int, config: PromptConfig | None = None) -> str:
-    """How a param's ``failures`` read from their symptom ``votes``: ``one-sided`` or ``mixed`` as
-    :func:`verdict` says; otherwise ``opaque`` when fewer than half of them name a direction (the
-    hub probes such a param), else ``few`` (too few of them to tell)."""
-    said = verdict(votes, config)
-    if said in ("one-sided", "mixed"):
-        return said
-    return "opaque" if votes.total() * 2 < failures else "few"
+def param_reading(votes: Counter, failures: int, config: PromptConfig | None = None) -> Reading:
+    """How a param's ``failures`` read from their symptom ``votes`` (:func:`rrsi.evidence.param_reading`)."""
+    return reading_of(votes, failures, (config or PromptConfig()).evidence)
 
 
 def _summary(evidence: list[tuple], config: PromptConfig) -> str:
@@ -264,12 +259,6 @@ def prompt_text(
             lines.append(f"- last: {r.scratchpad[: config.scratchpad_chars]}")
     lines.append("Reflect on the root cause and the correction of each agent.")
     return "\n".join(lines)
-
-
-def _sidedness(k: int, n: int, config: PromptConfig) -> str:
-    if n < config.min_votes or sign_test(n, n) >= config.alpha:  # not even n of n would be one-sided
-        return "too few"
-    return "one-sided" if sign_test(k, n) < config.alpha else "mixed"
 
 
 def chat_prompt(tokenizer, text: str) -> str:

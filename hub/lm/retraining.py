@@ -2,7 +2,7 @@
 
 A **sample** is an incident the hub reflected on and planned an update from: what the
 Reflector was shown (the attribution, the standing root records, the agents' specs) and the
-joint reflection, stored as a row of the user JSONL format (:func:`rrsi.hub.lm.data.load_jsonl`)
+joint reflection, stored as a row of the user JSONL format (:func:`rrsi.hub.lm.examples.load_jsonl`)
 in state ``pending``. When every plan of the incident has settled, validation labels it and
 it becomes ``ready``:
 
@@ -41,9 +41,9 @@ from typing import Literal
 
 from pydantic import Field
 
-from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.hub.lm.data import Example, example_from_row
+from rrsi.evidence import MIN_EVIDENCE
+from rrsi.hub.lm.examples import ReflectionExample, example_from_row
 from rrsi.hub.lm.labels import evidence_reading, first_term, label_texts
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig, prepare
 from rrsi.hub.lm.template import action_option, keep_reason, root_options
@@ -188,7 +188,7 @@ def settled_row(row: dict, outcomes: list[tuple[UpdatePlan, str]]) -> dict | Non
     return {**row, "reflection": {**row["reflection"], "reflections": sorted(reflections, key=lambda r: r["agent"])}}
 
 
-def writable(example: Example, registry: ErrorCodeRegistry) -> Example:
+def writable(example: ReflectionExample, registry: ErrorCodeRegistry) -> ReflectionExample:
     """``example`` with each action the answer's template cannot write turned into "keep".
 
     The template lets an agent act only on a param whose failures' logs, as the sample shows
@@ -224,12 +224,12 @@ def retrain_adapter(rows: list[dict], registry: ErrorCodeRegistry, adapter: str,
     carry over; steps come from ``policy.epochs``.
     """
     from rrsi.hub.lm.adapters import DEFAULT_TRAINING, save_trained  # torch and peft: only when a run starts
-    from rrsi.hub.lm.lora_training import TrainConfig
+    from rrsi.hub.lm.lora_training import LoraTrainConfig
 
     examples = [writable(example_from_row(r, f"sample {r.get('incident_id')!r}", source="hub"), registry) for r in rows]
     info = Path(adapter) / "training.json"
     previous = json.loads(info.read_text()).get("config", {}) if info.is_file() else DEFAULT_TRAINING
-    config = {k: v for k, v in previous.items() if k in TrainConfig.model_fields}
+    config = {k: v for k, v in previous.items() if k in LoraTrainConfig.model_fields}
     config.update(steps=None, epochs=policy.epochs, lr=policy.lr, init_adapter=str(adapter))
     path, report = save_trained(
         examples,

@@ -73,8 +73,7 @@ __all__ = [
 
 # Bumped whenever the prompt or the answer's program changes: an adapter trained for another
 # version writes answers the decoder no longer asks for (see adapters.has_adapter).
-TEMPLATE_VERSION = 6  # 4: decisions first, then each agent's texts on a row of their own; 5: "too few" when
-# not even n of n votes could be one-sided (was "mixed"); 6: an agent with declared params chooses its texts whole
+TEMPLATE_VERSION = 7  # the keep reasons read each param by rrsi.evidence.param_reading
 VERBS: tuple[str, ...] = tuple(sorted(v[0].upper() + v[1:] for v in IMPERATIVE_VERBS))
 OPS: tuple[str, ...] = ("increase", "decrease")
 

@@ -1,4 +1,4 @@
-"""The two agents of real size from issue 17, run as a new user would: registered through the client API,
+"""Two agents of real size, run as a new user would: registered through the client API,
 hosted by harness actors, shipping to a hub actor. Every run succeeds, every record is stored, flush returns."""
 
 from __future__ import annotations

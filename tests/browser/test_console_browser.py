@@ -12,11 +12,11 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-import ray
 
 from rrsi.config import HubConfig
+from rrsi.hub.client import HubClient
 from rrsi.hub.console import ConsoleServer
-from rrsi.hub.demo import PipelineRun
+from rrsi.lab.demo import PipelineRun
 from rrsi.scenario import load_scenario
 from rrsi.store import Store
 
@@ -46,7 +46,7 @@ def run(ray_module, store_path):
 @pytest.fixture(scope="module")
 def console(run, store_path):
     hub = run.hub
-    server = ConsoleServer(store_path, lambda m, *a: ray.get(getattr(hub, m).remote(*a)), port=0, token=TOKEN)
+    server = ConsoleServer(store_path, HubClient(hub), port=0, token=TOKEN)
     server.start()
     yield server
     server.stop()

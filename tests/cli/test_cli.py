@@ -21,20 +21,16 @@ def test_bad_scenario_exits_2_and_runs_nothing(tmp_path, capsys):
     assert not (tmp_path / "w").exists()
 
 
-def test_a_first_demo_trains_the_attribution_gnn_before_ray_starts_and_once(tmp_path, monkeypatch):
-    from rrsi.cli.demo_cmd import _ensure_attribution_model
-    from rrsi.config import HubConfig
-    from rrsi.graph.attribution import AttributionModel, default_model_path
+def test_the_hub_serves_the_shipped_attribution_gnn_until_the_user_trains_one(tmp_path, monkeypatch):
+    from rrsi.graph.attribution import SHIPPED_MODEL, AttributionModel, default_model_path, serving_model_path
 
     monkeypatch.setenv("RRSI_HOME", str(tmp_path))
-    assert _ensure_attribution_model(HubConfig(attribution="most_upstream")) is None  # no GNN to load
-    assert not default_model_path().exists()
-    path = _ensure_attribution_model(HubConfig())
-    assert path == default_model_path() and AttributionModel.load(path).name == "gnn"
-    assert not ray.is_initialized()
-    saved = path.stat().st_mtime_ns
-    assert _ensure_attribution_model(HubConfig()) is None and path.stat().st_mtime_ns == saved
-    assert _ensure_attribution_model(HubConfig(attribution_model=str(path))) is None  # a named checkpoint that exists
+    assert serving_model_path() == SHIPPED_MODEL and not default_model_path().exists()  # nothing to train first
+    assert AttributionModel.load(serving_model_path()).name == "gnn"
+    default_model_path().parent.mkdir(parents=True)
+    AttributionModel.load(SHIPPED_MODEL).save(default_model_path())
+    assert serving_model_path() == default_model_path()  # the user's own default wins
+    assert serving_model_path(tmp_path / "mine.pt") == tmp_path / "mine.pt"  # a configured one wins over both
 
 
 def test_nonpositive_rounds_exit_2(capsys):

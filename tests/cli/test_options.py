@@ -158,8 +158,8 @@ def test_hub_start_passes_the_lms_threads_to_the_config_and_refuses_a_bad_count(
     from rrsi.cli.main import build_parser
 
     parser = build_parser()
-    assert _start_config(parser.parse_args(["hub", "start", "--lm-threads", "3"])).lm_threads == 3
-    assert _start_config(parser.parse_args(["hub", "start"])).lm_threads is None  # every core
+    assert _start_config(parser.parse_args(["hub", "start", "--lm-threads", "3"])).reflection.lm_threads == 3
+    assert _start_config(parser.parse_args(["hub", "start"])).reflection.lm_threads is None  # every core
     with pytest.raises(SystemExit):
         parser.parse_args(["hub", "start", "--lm-threads", "0"])
     assert "--lm-threads" in capsys.readouterr().err

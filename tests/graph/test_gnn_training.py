@@ -5,7 +5,7 @@ import torch
 
 from rrsi.errors import SchemaError
 from rrsi.graph.gnn import GNNConfig
-from rrsi.graph.gnn_training import Example, TrainConfig, fit, from_whowhen, root_loss
+from rrsi.graph.gnn_training import AttributionExample, GNNTrainConfig, fit, from_whowhen, root_loss
 from rrsi.traces.whowhen import load_whowhen
 
 
@@ -30,7 +30,7 @@ def test_fit_refuses_empty_or_textless_setups(write_json, make_log):
     with pytest.raises(SchemaError, match="embedder"):
         fit(example, GNNConfig(text=True))
     with pytest.raises(ValueError, match="epochs"):
-        TrainConfig(epochs=0)
+        GNNTrainConfig(epochs=0)
 
 
 def test_learns_a_positional_rule(write_json, make_log):
@@ -40,8 +40,8 @@ def test_learns_a_positional_rule(write_json, make_log):
         names = [f"A{(k + j) % 5}_Expert" for j in range(6)]
         history = [{"content": f"message {j} of log {k}", "role": "user", "name": n} for j, n in enumerate(names)]
         log = load_whowhen(write_json(f"{k}.json", make_log(history=history, mistake_agent=names[1], mistake_step="1")))
-        examples.append(Example(log.trace, frozenset({log.trace.steps[1].agent}), frozenset({"step-1"})))
-    model = fit(examples[:30], train_config=TrainConfig(epochs=150, weight_decay=1e-3))
+        examples.append(AttributionExample(log.trace, frozenset({log.trace.steps[1].agent}), frozenset({"step-1"})))
+    model = fit(examples[:30], train_config=GNNTrainConfig(epochs=150, weight_decay=1e-3))
     attributions = model.attribute([e.trace for e in examples[30:]])
     assert all(a.decisive_step == "step-1" for a in attributions)
     assert all(a.root_agent == e.trace.steps[1].agent for a, e in zip(attributions, examples[30:]))

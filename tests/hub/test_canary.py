@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rrsi.config import HubConfig
+from rrsi.config import ValidationConfig
 from rrsi.hub.canary import always_valid_p, canary_verdict, two_proportion_p
 from rrsi.hub.shadow import shadow_verdict
 
@@ -19,7 +19,7 @@ def test_margin_makes_promotion_harder():
 
 
 def test_canary_waits_for_min_sample_then_decides():
-    cfg = HubConfig(canary_min_sample=50, canary_max_sample=300)
+    cfg = ValidationConfig(canary_min_sample=50, canary_max_sample=300)
     assert canary_verdict((20, 0), (1000, 300), cfg)[0] == "wait"
     decision, verdict = canary_verdict((60, 2), (1000, 300), cfg)
     assert decision == "promote" and verdict.promoted
@@ -28,7 +28,7 @@ def test_canary_waits_for_min_sample_then_decides():
 
 
 def test_shadow_paired_sign_test():
-    cfg = HubConfig(canary_min_sample=50)
+    cfg = ValidationConfig(canary_min_sample=50)
     fixed = [(True, False)] * 20 + [(False, False)] * 80
     assert shadow_verdict(fixed, cfg)[0] == "promote"
     mixed = [(True, False)] * 10 + [(False, True)] * 10 + [(False, False)] * 80
@@ -46,7 +46,7 @@ def test_always_valid_p_grows_with_evidence_and_is_one_without_traffic():
 
 
 def test_looking_every_pass_keeps_false_promotions_at_alpha():
-    cfg = HubConfig()
+    cfg = ValidationConfig()
     rng = np.random.default_rng(7)
     promoted = {"msprt": 0, "z": 0}
     for _ in range(300):  # A/A canaries: the candidate is the incumbent

@@ -63,7 +63,7 @@ def hub(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def server(hub):
-    srv = ConsoleServer(hub.store.path, lambda method, *a: getattr(hub, method)(*a), port=0, token=TOKEN)
+    srv = ConsoleServer(hub.store.path, hub, port=0, token=TOKEN)
     srv.start()
     yield srv
     srv.stop()
@@ -170,7 +170,7 @@ def test_approve_in_the_console_is_rrsi_approve(hub, tmp_path, monkeypatch):
         src.backup(dst)  # the store is in WAL mode: a file copy could miss what the WAL holds
     blocked = plan_in(hub.store, "blocked").plan_id
     assert main(["approve", blocked, "--store", str(copy)]) == 0
-    server = ConsoleServer(hub.store.path, lambda method, *a: getattr(hub, method)(*a), port=0, token=TOKEN)
+    server = ConsoleServer(hub.store.path, hub, port=0, token=TOKEN)
     server.start()
     try:
         cookie = login(server)

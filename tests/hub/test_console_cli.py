@@ -14,6 +14,7 @@ import urllib.request
 import pytest
 
 from rrsi.cli import console_cmd
+from rrsi.cli.hub_access import ActionsOnLiveHub
 from rrsi.cli.main import main
 from rrsi.store import Store
 from tests.hub import test_console as fixtures
@@ -37,10 +38,10 @@ def test_incidents_show_html_writes_the_static_page(store_path, tmp_path, capsys
 
 def test_actions_without_a_live_hub_open_the_store_per_call(store_path):
     [blocked] = Store(store_path).plans("blocked")
-    call = console_cmd.hub_call(argparse.Namespace(address=None, store=store_path))
-    call("approve", blocked.plan_id, "me", "rejected")
+    actions = ActionsOnLiveHub(argparse.Namespace(address=None, store=store_path))
+    actions.approve(blocked.plan_id, "me", "rejected")
     assert Store(store_path).approval(blocked.plan_id) == "rejected"
-    call("approve", blocked.plan_id, "me", "approved")  # the store is not held between calls
+    actions.approve(blocked.plan_id, "me", "approved")  # the store is not held between calls
     assert Store(store_path).approval(blocked.plan_id) == "approved"
 
 

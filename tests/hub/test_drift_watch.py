@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rrsi.config import HubConfig
+from rrsi.config import UpdateConfig, ValidationConfig
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.drift_watch import DriftWatch, WideSteps
 from rrsi.schema import AgentUpdate, UpdatePlan
@@ -28,7 +28,7 @@ def _watched() -> tuple[Store, DriftWatch]:
     directory.register(UP)
     directory.register(DOWN)
     store.put_params("up", 1, {"strict": 0.5}, "promoted", "p")
-    return store, DriftWatch(store, HubConfig(canary_min_sample=50, canary_alpha=0.05), directory)
+    return store, DriftWatch(store, ValidationConfig(canary_min_sample=50, canary_alpha=0.05), directory)
 
 
 def test_a_regression_of_a_promoted_version_is_found_after_it_shows():
@@ -79,7 +79,7 @@ def _plan(state: str) -> UpdatePlan:
 
 
 def test_a_reopened_agent_steps_by_the_trust_region_halved_at_each_rollback():
-    config = HubConfig(trust_region=0.4, default_step=0.1)
+    config = UpdateConfig(trust_region=0.4, default_step=0.1)
     wide = WideSteps(config)
     current = {"up": (1, {}), "down": (0, {})}
     assert wide.step({"up"}, current) == 0.1

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from rrsi.config import HubConfig
+from rrsi.config import GateConfig
 from rrsi.error_codes import default_registry
 from rrsi.hub.gating import Gate
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection
@@ -49,7 +49,7 @@ SPEC = AgentSpec(
 def gate():
     registry = default_registry()
     registry.register_agent(SPEC)
-    return Gate(Store(), registry, HubConfig())
+    return Gate(Store(), registry, GateConfig())
 
 
 def act(param):
@@ -88,7 +88,7 @@ def test_high_counts_errors_in_window_only(gate):
 
 def test_auto_approval_stands_in_for_a_human(gate):
     add_errors(gate, 5)
-    auto = Gate(gate.store, gate.registry, HubConfig(approval="auto"))
+    auto = Gate(gate.store, gate.registry, GateConfig(approval="auto"))
     assert auto.decide(act("hi"), SPEC, 0.9, approved=False).eligible
     assert not auto.decide(act("hi"), SPEC, 0.8, approved=False).eligible
 

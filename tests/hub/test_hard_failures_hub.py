@@ -43,7 +43,7 @@ def test_opaque_evidence_names_the_param_but_no_direction():
     registry, config = _registry(spec), HubConfig()
     opaque = [
         step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="could not complete")
-        for i in range(config.min_evidence)
+        for i in range(config.reflection.min_evidence)
     ]
     clear = [s.model_copy(update={"scratchpad": "strict=0.2 looked too low"}) for s in opaque]
     assert opaque_param(spec, opaque, registry, config) == "strict"
@@ -62,7 +62,7 @@ def test_a_probe_is_one_bounded_step_each_way_at_low_confidence():
 
 def test_two_agents_probed_in_one_incident_keep_their_own_plans():
     hub = _hub()
-    n = hub.config.min_evidence
+    n = hub.config.reflection.min_evidence
     records = []
     for i in range(n):  # up fails opaquely in some traces, down in others: one incident, both probed
         records.append(step(trace=f"u{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="could not"))
@@ -74,7 +74,7 @@ def test_two_agents_probed_in_one_incident_keep_their_own_plans():
         )
     hub.ingest(records)
     report = hub.analyze()
-    probes = [p for p in report.plans if p.objective.get("probe")]
+    probes = [p for p in report.plans if p.kind == "probe"]
     assert len(report.incidents) == 1 and {u.agent for p in probes for u in p.updates} == {"up", "down"}
     assert len({p.plan_id for p in probes}) == 4  # one id per agent and direction
     for plan in probes:  # the store holds each agent's own plan under its id, none replaced by another's
@@ -86,7 +86,7 @@ def test_silent_evidence_names_each_param_in_turn():
         {**UP, "params": [*UP["params"], {**UP["params"][0], "name": "window", "error_code": "UP_WINDOW_001"}]}
     )
     registry, config = _registry(spec), HubConfig()
-    silent = [step(trace=f"t{i}", step_id="up", agent="up") for i in range(config.min_evidence)]
+    silent = [step(trace=f"t{i}", step_id="up", agent="up") for i in range(config.reflection.min_evidence)]
     assert opaque_param(spec, silent, registry, config) == "window"  # a tie: either param may be off
     assert opaque_param(spec, silent, registry, config, Counter(window=1)) == "strict"  # the other one next
     assert opaque_param(spec, silent[:-1], registry, config) is None

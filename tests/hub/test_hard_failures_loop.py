@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rrsi.config import HubConfig
-from rrsi.hub.demo import run_demo
+from rrsi.lab.demo import run_demo
 from rrsi.scenario import Scenario, bundled_scenario, load_scenario
 from rrsi.store import Store
 

@@ -7,7 +7,7 @@ import math
 import pytest
 
 from rrsi.agents.self_update import l2_update
-from rrsi.config import HubConfig
+from rrsi.config import UpdateConfig
 from rrsi.hub.joint_update import confidence_multiplier, effective_lambda, plan_update
 from rrsi.schema import AgentSpec, JointReflection, Reflection
 
@@ -51,7 +51,7 @@ def joint(*items):
 
 
 def test_lambda_multipliers():
-    cfg = HubConfig()
+    cfg = UpdateConfig()
     assert confidence_multiplier(0.5, cfg) == 4.0
     assert effective_lambda(0.5, "low", cfg) == pytest.approx(0.2)
     assert confidence_multiplier(1.0, cfg) < confidence_multiplier(0.7, cfg) <= 1.0
@@ -59,7 +59,7 @@ def test_lambda_multipliers():
 
 
 def test_separable_case_matches_per_agent_closed_form():
-    cfg = HubConfig(trust_region=10.0)
+    cfg = UpdateConfig(trust_region=10.0)
     j = joint(("a", 0.9, [("n", "increase", None)]), ("b", 0.7, [("r", "decrease", None)]))
     plan = plan_update(j, SPECS, CURRENT, cfg)
     for u in plan.updates:
@@ -70,7 +70,7 @@ def test_separable_case_matches_per_agent_closed_form():
 
 
 def test_shared_key_moves_the_neighbour_too():
-    plan = plan_update(joint(("a", 0.9, [("x", "set", 0.9)])), SPECS, CURRENT, HubConfig(mu=1e6, trust_region=10.0))
+    plan = plan_update(joint(("a", 0.9, [("x", "set", 0.9)])), SPECS, CURRENT, UpdateConfig(mu=1e6, trust_region=10.0))
     new = {u.agent: u.theta_new for u in plan.updates}
     assert new["a"]["x"] - 0.5 == pytest.approx(new["b"]["y"] - 0.5, abs=1e-4) and new["a"]["x"] > 0.6
     assert new["b"]["r"] == 0.5
@@ -81,7 +81,7 @@ def test_trust_region_bounds_the_joint_move():
         joint(("a", 1.0, [("x", "set", 1.0)]), ("b", 1.0, [("r", "set", 0.0)])),
         SPECS,
         CURRENT,
-        HubConfig(trust_region=0.2, mu=0.0),
+        UpdateConfig(trust_region=0.2, mu=0.0),
     )
     moves = [
         SPECS[u.agent].param(p).normalize(u.theta_new[p]) - SPECS[u.agent].param(p).normalize(u.theta_old[p])
@@ -94,16 +94,14 @@ def test_trust_region_bounds_the_joint_move():
 
 def test_bounds_ints_and_no_op():
     at_top = {**CURRENT, "a": (3, {"x": 1.0, "n": 10.0})}
-    assert (
-        plan_update(joint(("a", 1.0, [("x", "increase", None), ("n", "increase", None)])), SPECS, at_top, HubConfig())
-        is None
-    )
-    plan = plan_update(joint(("a", 1.0, [("n", "increase", None)])), SPECS, CURRENT, HubConfig())
+    both_up = joint(("a", 1.0, [("x", "increase", None), ("n", "increase", None)]))
+    assert plan_update(both_up, SPECS, at_top, UpdateConfig()) is None
+    plan = plan_update(joint(("a", 1.0, [("n", "increase", None)])), SPECS, CURRENT, UpdateConfig())
     assert plan.updates[0].theta_new["n"] == 6.0 and plan.updates[0].version_old == 0
 
 
 def test_low_confidence_moves_less():
-    hi = plan_update(joint(("a", 0.95, [("x", "set", 0.8)])), SPECS, CURRENT, HubConfig(mu=0.0))
-    lo = plan_update(joint(("a", 0.55, [("x", "set", 0.8)])), SPECS, CURRENT, HubConfig(mu=0.0))
+    hi = plan_update(joint(("a", 0.95, [("x", "set", 0.8)])), SPECS, CURRENT, UpdateConfig(mu=0.0))
+    lo = plan_update(joint(("a", 0.55, [("x", "set", 0.8)])), SPECS, CURRENT, UpdateConfig(mu=0.0))
     assert lo.updates[0].lam == pytest.approx(0.2)
     assert 0.5 < lo.updates[0].theta_new["x"] < hi.updates[0].theta_new["x"]

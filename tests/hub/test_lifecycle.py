@@ -7,7 +7,7 @@ from pathlib import Path
 import ray
 
 from rrsi.config import HubConfig
-from rrsi.hub.demo import PipelineRun, run_demo
+from rrsi.lab.demo import PipelineRun, run_demo
 from rrsi.scenario import bundled_scenario, load_scenario
 
 HIGH_RISK = load_scenario(Path(__file__).parent / "scenarios" / "high-risk.yaml")

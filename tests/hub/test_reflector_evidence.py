@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from rrsi.config import HubConfig
+from rrsi.config import ReflectionConfig
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.evidence import EvidenceRule
 from rrsi.hub.reflectors import Reflectors, acting_root, supported
 from rrsi.schema import Action, AgentSpec, Attribution, Incident, JointReflection, Reflection
 from rrsi.store import Store
@@ -51,7 +52,7 @@ OPAQUE_DOWN = [
 
 
 def test_only_actions_the_votes_support_are_kept():
-    config = HubConfig()
+    config = EvidenceRule()
     joint = _joint(("up", "strict", "increase"), ("down", "length", "decrease"))
     kept, dropped = supported(joint, UP_TOO_LOW + OPAQUE_DOWN, SPECS, _registry(), config)
     assert dropped == 1, "down's symptoms name no direction: its action is a guess"
@@ -82,7 +83,7 @@ class _LM:
 
 
 def _reflectors(tmp_path, joint: JointReflection) -> Reflectors:
-    reflectors = Reflectors(HubConfig(reflector="lm"), _registry(), Store(str(tmp_path / "r.sqlite")), "test")
+    reflectors = Reflectors(ReflectionConfig(reflector="lm"), _registry(), Store(str(tmp_path / "r.sqlite")), "test")
     reflectors.lm = _LM(joint)
     return reflectors
 

@@ -50,7 +50,7 @@ def test_five_thousand_noise_failures_change_nothing_and_evidence_stays_bounded(
         report = hub.analyze()
         assert report.errors == [] and report.plans == []
         assert (
-            len(hub.pipeline.evidence.get("noisy", {})) <= hub.config.max_evidence
+            len(hub.pipeline.evidence.get("noisy", {})) <= hub.config.reflection.max_evidence
         )  # 2,000: sign tests past n = 1,024
     assert hub.current_params("noisy") == (0, {"tolerance": 0.5})
     assert hub.stats()["records"] == 5000 and hub.stats()["pending_traces"] == 0

@@ -10,8 +10,8 @@ import ray
 
 from rrsi.config import HubConfig
 from rrsi.hub import connect
-from rrsi.hub.demo import PipelineRun
 from rrsi.hub.metrics import METRIC_NAMES
+from rrsi.lab.demo import PipelineRun
 from rrsi.scenario import bundled_scenario
 from rrsi.store import Store
 

@@ -7,7 +7,7 @@ import ray
 from rrsi.agents.executor import ExecutionResult, Task
 from rrsi.agents.harness import AgentHarness
 from rrsi.cli.main import main
-from rrsi.config import HubConfig
+from rrsi.config import ValidationConfig
 from rrsi.hub.incident_pipeline import silent_share
 from rrsi.hub.shadow import compare, shadow_blind, shadow_verdict
 from rrsi.schema import AgentSpec, ParamSpec, ReplayPair, TraceOutcome
@@ -49,7 +49,7 @@ def test_failed_traces_per_version_count_downstream_failures_and_outcomes():
 
 
 def test_a_replay_is_blind_when_no_outcome_of_its_discordant_pairs_could_reach_alpha():
-    config = HubConfig(canary_alpha=0.05)
+    config = ValidationConfig(canary_alpha=0.05)
     quiet = [(False, False)] * 200
     assert shadow_blind(quiet, config)
     assert shadow_blind(quiet + [(True, False)] * 4, config)  # 2⁻⁴ = 0.0625 ≥ 0.05
@@ -75,7 +75,7 @@ def test_the_demo_refuses_a_canary_share_outside_0_1_naming_it(tmp_path, capsys)
 
 
 def test_a_replay_reads_confidences_where_no_failure_changed():
-    config = HubConfig(canary_min_sample=50, canary_alpha=0.05, canary_margin=0.02)
+    config = ValidationConfig(canary_min_sample=50, canary_alpha=0.05, canary_margin=0.02)
     # a silent defect the candidate removes on 20 of 100 tasks: no step fails either way, only the
     # confidence of those tasks rises
     same = [ReplayPair(False, False, 0.8, 0.8)] * 80

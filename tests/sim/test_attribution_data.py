@@ -8,7 +8,7 @@ import torch
 from rrsi.graph.attribution import AttributionModel
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
-from rrsi.graph.gnn_training import TrainConfig, fit
+from rrsi.graph.gnn_training import GNNTrainConfig, fit
 from rrsi.sim import attribution_data
 from rrsi.sim.attribution_data import default_attribution_model, evaluate_synthetic_attribution, from_synthetic
 from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
@@ -33,7 +33,7 @@ def test_default_model_is_trained_once_then_loaded(monkeypatch, tmp_path, parall
 
 
 def test_evaluation_scores_both_methods(parallel_scenario):
-    result = evaluate_synthetic_attribution(parallel_scenario, 40, 20, train_config=TrainConfig(epochs=5))
+    result = evaluate_synthetic_attribution(parallel_scenario, 40, 20, train_config=GNNTrainConfig(epochs=5))
     assert set(result) == {"gnn", "most_upstream", "incidents"} and result["incidents"] == 20
     assert 0.0 <= result["gnn"] <= 1.0 and result["most_upstream"] == 1.0  # no lost records: most-upstream is exact
 
@@ -45,7 +45,7 @@ def test_synthetic_training_reaches_90_percent_at_high_propagation(parallel_scen
     history = own_failure_rates([i.trace for i in train])
     model = fit(
         from_synthetic(train),
-        train_config=TrainConfig(epochs=150, weight_decay=1e-3),
+        train_config=GNNTrainConfig(epochs=150, weight_decay=1e-3),
         history=history,
         error_types=scenario_error_types(parallel_scenario),
     )

@@ -68,9 +68,9 @@ def test_each_speedup_decodes_what_the_baseline_decodes(lm, incident, name):
 @pytest.mark.slow
 def test_six_agent_incidents_decode_as_before(lm):
     """The bench's case: joint reflections of 6-agent long-chain incidents, alone and batched."""
-    from rrsi.hub.lm.adapters import scenario_registry
-    from rrsi.hub.lm.data import synthetic_examples
     from rrsi.hub.lm.prompt import evidence_by_agent
+    from rrsi.lab.first_use import scenario_registry
+    from rrsi.lab.reflector_data import synthetic_examples
     from rrsi.scenario import bundled_scenario
 
     model, tokenizer = lm

@@ -5,18 +5,18 @@ from __future__ import annotations
 
 import pytest
 
-from rrsi.hub.lm.data import Example
-from rrsi.hub.lm.lora_training import TrainConfig, train_lora
+from rrsi.hub.lm.examples import ReflectionExample
+from rrsi.hub.lm.lora_training import LoraTrainConfig, train_lora
 from tests.helpers import ROOT_UP_REFLECTIONS
 
 
-def _examples(incident) -> list[Example]:
+def _examples(incident) -> list[ReflectionExample]:
     from rrsi.hub.lm.prompt import IncidentInput
 
     inc, _ = incident
     reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
     short = IncidentInput("inc-2", inc.attribution, inc.root_records[:10], {"up": inc.specs["up"]})
-    return [Example(inc, "up", reflections, "user"), Example(short, "up", reflections[1:], "user")]
+    return [ReflectionExample(inc, "up", reflections, "user"), ReflectionExample(short, "up", reflections[1:], "user")]
 
 
 def _lora(model, layers):
@@ -35,7 +35,9 @@ def test_kept_lower_layers_give_the_whole_decoders_loss_and_gradient(incident, l
     from rrsi.hub.lm.segment_codec import SegmentCodec
 
     model, tokenizer = lm
-    encoded = encode_examples(_examples(incident), tokenizer, SegmentCodec(tokenizer), incident[1], TrainConfig())[0]
+    encoded = encode_examples(_examples(incident), tokenizer, SegmentCodec(tokenizer), incident[1], LoraTrainConfig())[
+        0
+    ]
     peft = _lora(model, [28, 29])
     runs = []
     hook = model.model.layers[0].register_forward_hook(lambda *_: runs.append(1))

@@ -102,5 +102,5 @@ def test_an_adapter_of_an_older_template_counts_as_missing(tmp_path):
     )
     # lm with a folder path is not trained in place: the error names the field and the way out.
     hub = ReflectionHub(str(tmp_path / "l.sqlite"), {"reflector": "lm", "lm_adapter": str(adapter)})
-    with pytest.raises(UserError, match=r"config.lm_adapter: .*rrsi train-reflector"):
+    with pytest.raises(UserError, match=r"config.reflection.lm_adapter: .*rrsi train-reflector"):
         hub.reflectors.lm_reflector()

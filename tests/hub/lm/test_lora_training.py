@@ -5,27 +5,29 @@ from __future__ import annotations
 import pytest
 
 from rrsi.errors import SchemaError
-from rrsi.hub.lm.data import Example
-from rrsi.hub.lm.lora_training import TrainConfig, train_lora
+from rrsi.hub.lm.examples import ReflectionExample
+from rrsi.hub.lm.lora_training import LoraTrainConfig, train_lora
 from rrsi.schema import validate
 from tests.helpers import ROOT_UP_REFLECTIONS
 
 
 def test_config_errors_name_the_field():
     with pytest.raises(SchemaError, match="train.lora_r"):
-        validate(TrainConfig, {"lora_r": 0}, where="train")
+        validate(LoraTrainConfig, {"lora_r": 0}, where="train")
     with pytest.raises(SchemaError, match="train.device"):
-        validate(TrainConfig, {"device": "tpu"}, where="train")
+        validate(LoraTrainConfig, {"device": "tpu"}, where="train")
     with pytest.raises(SchemaError, match="weights"):
         validate(
-            TrainConfig, {"weights": {"error_type": 0, "root_cause": 0, "correction": 0, "decision": 0}}, where="train"
+            LoraTrainConfig,
+            {"weights": {"error_type": 0, "root_cause": 0, "correction": 0, "decision": 0}},
+            where="train",
         )
 
 
 def _example(incident):
     inc, _ = incident
     reflections = [dict(r) for r in ROOT_UP_REFLECTIONS]
-    return Example(inc, "up", reflections, "user")
+    return ReflectionExample(inc, "up", reflections, "user")
 
 
 @pytest.mark.slow
@@ -123,8 +125,8 @@ def test_a_step_split_into_unpadded_parts_has_the_padded_batchs_loss_and_gradien
     inc, registry = incident
     model, tokenizer = lm
     short = IncidentInput("inc-2", inc.attribution, inc.root_records[:10], {"up": inc.specs["up"]})
-    examples = [_example(incident), Example(short, "up", _example(incident).reflections[1:], "user")]
-    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, TrainConfig())
+    examples = [_example(incident), ReflectionExample(short, "up", _example(incident).reflections[1:], "user")]
+    encoded = encode_examples(examples, tokenizer, SegmentCodec(tokenizer), registry, LoraTrainConfig())
     assert len(encoded[0].ids) != len(encoded[1].ids)
     peft = get_peft_model(
         model,
@@ -189,10 +191,10 @@ def test_an_example_the_template_cannot_write_is_refused_or_left_out_with_its_re
     inc, registry = incident
     _, tokenizer = lm
     few = type(inc)("inc-few", inc.attribution, inc.root_records[:3] + inc.root_records[-1:], inc.specs)
-    examples = [_example(incident), Example(few, "up", _example(incident).reflections, "user")]
+    examples = [_example(incident), ReflectionExample(few, "up", _example(incident).reflections, "user")]
     codec = SegmentCodec(tokenizer)
     with pytest.raises(SchemaError, match="inc-few.*reflections\\[1\\].action"):
-        encode_examples(examples, tokenizer, codec, registry, TrainConfig())
+        encode_examples(examples, tokenizer, codec, registry, LoraTrainConfig())
     skipped = []
-    encoded = encode_examples(examples, tokenizer, codec, registry, TrainConfig(), skipped)
+    encoded = encode_examples(examples, tokenizer, codec, registry, LoraTrainConfig(), skipped)
     assert len(encoded) == 1 and [i for i, _ in skipped] == ["inc-few"] and "may act only" in skipped[0][1]

@@ -9,7 +9,7 @@ import pytest
 
 from rrsi.error_codes import default_registry
 from rrsi.hub.hub import ReflectionHub
-from rrsi.hub.lm.data import example_from_row, load_jsonl
+from rrsi.hub.lm.examples import example_from_row, load_jsonl
 from rrsi.hub.lm.retraining import DAY_S, Retrainer, RetrainingPolicy, sample_row, settled_row
 from rrsi.schema import AgentUpdate, JointReflection, UpdatePlan
 from rrsi.store import Store

@@ -6,11 +6,12 @@ import dataclasses
 
 import pytest
 
-from rrsi.hub.lm.data import sqrt_frequency_weights, synthetic_examples
+from rrsi.hub.lm.examples import sqrt_frequency_weights
 from rrsi.hub.lm.lm_reflector import parse_output
 from rrsi.hub.lm.prompt import PromptConfig, prepare
 from rrsi.hub.lm.targets import render_values
 from rrsi.hub.lm.template import answer_text
+from rrsi.lab.reflector_data import synthetic_examples
 from tests.helpers import ROOT_UP_REFLECTIONS
 
 
@@ -33,7 +34,7 @@ def test_synthetic_examples_are_deterministic_and_labelled():
 
 
 def test_the_true_root_is_one_the_evidence_can_show():
-    from rrsi.hub.lm.data import _true_root
+    from rrsi.lab.reflector_data import _true_root
     from rrsi.schema import Attribution
 
     attribution = Attribution(agent_blame={"a": 0.6, "b": 0.4}, root_agent="a", decisive_step="s", model="m")
@@ -65,8 +66,8 @@ def test_sqrt_frequency_weights_give_sqrt_shares():
 
 
 def test_expert_target_tokens_decode_to_a_valid_reflection(tokenizer):
-    from rrsi.hub.lm.adapters import scenario_registry
     from rrsi.hub.lm.segment_codec import SegmentCodec
+    from rrsi.lab.first_use import scenario_registry
     from rrsi.scenario import bundled_scenario
 
     scenario = bundled_scenario()

@@ -16,83 +16,35 @@ Three sources:
   Reflector's templates.
 - **Who&When** logs (read in place from ``shared/whowhen``): the annotated mistake step is
   the evidence and ``mistake_reason`` the root-cause target (only the root cause is trained).
-- **user** JSONL: one incident and its reflection per line (:func:`load_jsonl`).
 
-:func:`sqrt_frequency_weights` samples by √(frequency) of the error type.
+User pairs (JSONL) and the pair type itself live with the service (:mod:`rrsi.hub.lm.examples`),
+which retrains from its own stored samples.
 """
 
 from __future__ import annotations
 
-import json
-import math
-import re
-from collections import Counter
-from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 from rrsi.agents.executor import ExecutionResult, Task
-from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import SchemaError, UserError
+from rrsi.errors import UserError
+from rrsi.evidence import MIN_EVIDENCE
 from rrsi.graph.baselines import combine, most_upstream, root_steps
+from rrsi.hub.lm.examples import ReflectionExample, clean_text
 from rrsi.hub.lm.labels import expert_label
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
-from rrsi.hub.lm.template import VERBS
 from rrsi.scenario import Scenario
-from rrsi.schema import (
-    CORRECTION_CHARS,
-    ROOT_CAUSE_CHARS,
-    AgentSpec,
-    Attribution,
-    JointReflection,
-    StepRecord,
-    Summary,
-    Trace,
-    validate,
-)
+from rrsi.schema import ROOT_CAUSE_CHARS, AgentSpec, Attribution, StepRecord, Summary, Trace
 from rrsi.sim.pipeline import Pipeline, RunStep
 from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.traces.whowhen import load_whowhen_dir
 
-__all__ = [
-    "Example",
-    "synthetic_examples",
-    "whowhen_examples",
-    "load_jsonl",
-    "example_from_row",
-    "sqrt_frequency_weights",
-    "WHOWHEN_CODE",
-]
+__all__ = ["synthetic_examples", "whowhen_examples", "WHOWHEN_CODE"]
 
 WHOWHEN_CODE = "TASK_FAILED_001"
-_UNPRINTABLE = re.compile(r'[^ -~]|["\\]')
-
-
-@dataclass(frozen=True)
-class Example:
-    """One training or evaluation pair.
-
-    Args:
-        incident: what the Reflector is given.
-        root_agent: the true root agent.
-        reflections: per agent with evidence (name order): ``agent``, ``error_type``,
-            ``root_cause``, ``correction``, ``action`` (``None`` or ``(param, op)``).
-        source: ``synthetic``, ``whowhen`` or ``user``.
-        groups: loss groups this example trains (``None``: all).
-    """
-
-    incident: IncidentInput
-    root_agent: str
-    reflections: list[dict]
-    source: str
-    groups: tuple[str, ...] | None = None
-
-    @property
-    def error_type(self) -> str:
-        return next(r["error_type"] for r in self.reflections if r["agent"] == self.root_agent)
 
 
 def _draw_params(scenario: Scenario, rng: np.random.Generator) -> dict[str, dict[str, float]]:
@@ -205,7 +157,7 @@ def _true_root(caused: dict[str, int], attribution: Attribution, min_evidence: i
 
 def synthetic_examples(
     scenario: Scenario, n: int, seed: int, max_tasks: int = 800, min_evidence: int = MIN_EVIDENCE
-) -> list[Example]:
+) -> list[ReflectionExample]:
     """``n`` labelled incidents simulated from ``scenario``.
 
     Args:
@@ -224,7 +176,7 @@ def synthetic_examples(
     for spec in specs.values():
         registry.register_agent(spec)
     pipeline = Pipeline(scenario)
-    out: list[Example] = []
+    out: list[ReflectionExample] = []
     while len(out) < n:
         k = len(out)
         values = _draw_params(scenario, rng)
@@ -239,15 +191,11 @@ def synthetic_examples(
         reflections, caused = _labels(scenario, specs, values, roots, truths, min_evidence, registry)
         attribution = combine(attributions)
         incident = IncidentInput(f"sim-{seed}-{k}", attribution, roots, specs)
-        out.append(Example(incident, _true_root(caused, attribution, min_evidence), reflections, "synthetic"))
+        out.append(ReflectionExample(incident, _true_root(caused, attribution, min_evidence), reflections, "synthetic"))
     return out
 
 
-def _clean(text: str, limit: int) -> str:
-    return re.sub(r"\s+", " ", _UNPRINTABLE.sub("'", text)).strip()[:limit]
-
-
-def whowhen_examples(directory: str | Path, split: str = "train", holdout: float = 0.25) -> list[Example]:
+def whowhen_examples(directory: str | Path, split: str = "train", holdout: float = 0.25) -> list[ReflectionExample]:
     """Who&When logs with an annotated mistake as single-agent incidents.
 
     Args:
@@ -278,100 +226,10 @@ def whowhen_examples(directory: str | Path, split: str = "train", holdout: float
         reflection = {
             "agent": agent,
             "error_type": "logic",
-            "root_cause": _clean(log.labels.mistake_reason, ROOT_CAUSE_CHARS),
+            "root_cause": clean_text(log.labels.mistake_reason, ROOT_CAUSE_CHARS),
             "correction": "Verify the step against the task before answering",
             "action": None,
         }
         incident = IncidentInput(f"whowhen-{log.name}", attribution, [step], {agent: spec})
-        out.append(Example(incident, agent, [reflection], "whowhen", groups=("root_cause",)))
+        out.append(ReflectionExample(incident, agent, [reflection], "whowhen", groups=("root_cause",)))
     return out
-
-
-def _user_reflection(where: str, r: dict, spec: AgentSpec) -> dict:
-    actions = [a for a in r.get("actions", []) if a["op"] in ("increase", "decrease")]
-    if len(actions) < len(r.get("actions", [])):
-        raise SchemaError(f"{where}: reflection of {spec.name!r}: op 'set' cannot be learned; use increase or decrease")
-    term = next((t for t in spec.domain_terms if r["root_cause"].lower().startswith(t.lower())), None)
-    cause = r["root_cause"] if term or not spec.domain_terms else f"{spec.domain_terms[0]}: {r['root_cause']}"
-    correction = r["correction"][0].upper() + r["correction"][1:]
-    if correction.split(" ", 1)[0] not in VERBS:
-        raise SchemaError(
-            f"{where}: correction of {spec.name!r} must start with an imperative verb (got {correction[:20]!r})"
-        )
-    return {
-        "agent": spec.name,
-        "error_type": r["error_type"],
-        "root_cause": _clean(cause, ROOT_CAUSE_CHARS),
-        "correction": _clean(correction, CORRECTION_CHARS),
-        "action": (actions[0]["param"], actions[0]["op"]) if actions else None,
-    }
-
-
-ROW_KEYS = frozenset({"incident_id", "attribution", "root_records", "specs", "reflection"})
-
-
-def example_from_row(row: dict, where: str = "row", source: str = "user") -> Example:
-    """One training pair from a row of the user JSONL format (see :func:`load_jsonl`).
-
-    Raises:
-        SchemaError: naming ``where`` and the field.
-    """
-    if not isinstance(row, dict):
-        raise SchemaError(f"{where}: expected a JSON object, got {type(row).__name__}")
-    missing = ROW_KEYS - set(row)
-    if missing:
-        raise SchemaError(f"{where}: missing keys {sorted(missing)}")
-    specs = {s.name: s for s in (validate(AgentSpec, s, where=f"{where}.specs") for s in row["specs"])}
-    records = [validate(StepRecord, r, where=f"{where}.root_records") for r in row["root_records"]]
-    joint = validate(
-        JointReflection,
-        {**row["reflection"], "incident_id": row["incident_id"], "backend": source},
-        where=f"{where}.reflection",
-    )
-    by_agent = {r.agent: r for r in joint.reflections}
-    agents = sorted({r.agent for r in records if r.failed and r.agent in specs})
-    if set(agents) != set(by_agent):
-        raise SchemaError(
-            f"{where}.reflection: needs exactly one reflection per agent with failing records {agents} "
-            f"(got {sorted(by_agent)})"
-        )
-    reflections = [_user_reflection(where, by_agent[a].model_dump(), specs[a]) for a in agents]
-    attribution = validate(Attribution, row["attribution"], where=f"{where}.attribution")
-    return Example(
-        IncidentInput(row["incident_id"], attribution, records, specs), joint.root_agent, reflections, source
-    )
-
-
-def load_jsonl(path: str | Path) -> list[Example]:
-    """User pairs, one JSON object per line with keys ``incident_id``, ``attribution``,
-    ``root_records``, ``specs`` (list of AgentSpec) and ``reflection`` (a JointReflection).
-
-    Raises:
-        UserError: unreadable file; SchemaError naming the line and field otherwise.
-    """
-    path = Path(path)
-    try:
-        lines = path.read_text().splitlines()
-    except OSError as exc:
-        raise UserError(f"data: cannot read {path} ({exc.strerror})") from None
-    out = []
-    for i, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise SchemaError(f"line {i}: not JSON ({exc.msg})") from None
-        out.append(example_from_row(row, f"line {i}"))
-    return out
-
-
-def sqrt_frequency_weights(examples: list[Example]) -> list[float]:
-    """Sampling weights that give each error type a share ∝ √(its frequency).
-
-    w(x) = √n_t / n_t for an example of type t, normalized to sum to one.
-    """
-    counts = Counter(e.error_type for e in examples)
-    raw = [1.0 / math.sqrt(counts[e.error_type]) for e in examples]
-    total = sum(raw)
-    return [w / total for w in raw]

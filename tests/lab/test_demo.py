@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from rrsi.config import HubConfig
-from rrsi.hub.demo import ModeResult, RoundResult, _summarize, run_demo
+from rrsi.lab.demo import ModeResult, RoundResult, _summarize, run_demo
 from rrsi.scenario import bundled_scenario, parse_scenario
 from tests.sim.test_simulated import DIAMOND, expected_failure_rate
 

@@ -1,4 +1,4 @@
-"""λ tuning in a shadow run of the simulator, as the seed does it.
+"""λ tuning in a shadow run of the simulator.
 
 For each λ the scenario runs in ``hub`` mode and two figures are read off the rounds:
 
@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from rrsi.config import HubConfig
-from rrsi.hub.demo import run_demo
+from rrsi.lab.demo import run_demo
 from rrsi.scenario import Scenario
 
 __all__ = ["first_fix_rate", "stability", "tune"]

@@ -3,7 +3,7 @@
 On synthetic incidents (seeds never used for training) it reports the share of outputs
 that parse and validate (must be 1.0), error-type accuracy per reflected agent,
 root-agent agreement with the label's root (the simulator's truth where the evidence can show
-it, :func:`~rrsi.hub.lm.data.synthetic_examples`), and action accuracy (param and direction,
+it, :func:`~rrsi.lab.reflector_data.synthetic_examples`), and action accuracy (param and direction,
 or no action, per agent). On Who&When it reports the mean cosine similarity, in MiniLM
 embedding space, between each generated root cause and the annotated ``mistake_reason``.
 """
@@ -12,14 +12,14 @@ from __future__ import annotations
 
 import time
 
-from rrsi.hub.lm.data import Example
+from rrsi.hub.lm.examples import ReflectionExample
 from rrsi.hub.lm.lm_reflector import LMReflector
 from rrsi.hub.lm.prompt import prepare
 
 __all__ = ["evaluate_synthetic", "whowhen_similarity"]
 
 
-def _outputs(reflector, examples: list[Example]) -> tuple[list, float]:
+def _outputs(reflector, examples: list[ReflectionExample]) -> tuple[list, float]:
     t0 = time.perf_counter()
     if hasattr(reflector, "reflect_batch"):
         outs = reflector.reflect_batch([e.incident for e in examples])
@@ -31,7 +31,7 @@ def _outputs(reflector, examples: list[Example]) -> tuple[list, float]:
     return outs, time.perf_counter() - t0
 
 
-def evaluate_synthetic(reflector, examples: list[Example]) -> dict:
+def evaluate_synthetic(reflector, examples: list[ReflectionExample]) -> dict:
     """Parse/validate rate, error-type, root-agent and action accuracy, reflections/s.
 
     Args:
@@ -39,7 +39,7 @@ def evaluate_synthetic(reflector, examples: list[Example]) -> dict:
             counts invalid outputs) or any object with ``reflect`` (e.g. the rule Reflector,
             as a baseline; an agent it leaves without a reflection counts as a wrong error
             type and as "no action").
-        examples: labelled incidents (see :func:`~rrsi.hub.lm.data.synthetic_examples`).
+        examples: labelled incidents (see :func:`~rrsi.lab.reflector_data.synthetic_examples`).
     """
     lm = isinstance(reflector, LMReflector)
     rejected0, tokens0 = (reflector.rejected, reflector.tokens) if lm else (0, 0)
@@ -71,12 +71,12 @@ def evaluate_synthetic(reflector, examples: list[Example]) -> dict:
     }
 
 
-def whowhen_similarity(reflector, examples: list[Example], embedder=None) -> float:
+def whowhen_similarity(reflector, examples: list[ReflectionExample], embedder=None) -> float:
     """Mean cosine similarity of generated root causes to ``mistake_reason`` (MiniLM).
 
     Args:
         reflector: the Reflector to judge.
-        examples: Who&When examples (:func:`~rrsi.hub.lm.data.whowhen_examples`).
+        examples: Who&When examples (:func:`~rrsi.lab.reflector_data.whowhen_examples`).
         embedder: a sentence-transformers model (default: the bundled all-MiniLM-L6-v2).
     """
     if embedder is None:

@@ -1,7 +1,7 @@
 """LM Reflector data from generated pipelines (:mod:`rrsi.sim.generator`), never the bundled scenarios.
 
 :func:`generated_examples` draws ``pipelines`` scenarios and simulates ``per_pipeline`` labelled
-incidents of each with :func:`~rrsi.hub.lm.data.synthetic_examples`. Pipelines of the ``train``
+incidents of each with :func:`~rrsi.lab.reflector_data.synthetic_examples`. Pipelines of the ``train``
 split have seeds in ``[0, 10⁶)``, those of the ``eval`` split in ``[10⁶, 2·10⁶)``
 (:func:`~rrsi.sim.generator.pipeline_seeds`): a held-out pipeline is never trained on, whatever
 the counts and offsets. Each pipeline's incidents are simulated with its own seed, so held-out
@@ -20,20 +20,21 @@ from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from typing import Literal
 
-from rrsi.config import MIN_EVIDENCE
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.hub.lm.data import Example, synthetic_examples
+from rrsi.evidence import MIN_EVIDENCE
+from rrsi.hub.lm.examples import ReflectionExample
+from rrsi.lab.reflector_data import synthetic_examples
 from rrsi.sim.generator import generate_scenario, pipeline_seeds
 
 __all__ = ["GENERATED", "generated_examples", "examples_registry"]
 
 GENERATED = "generated"
-"""``Example.source`` of incidents from generated pipelines."""
+"""``ReflectionExample.source`` of incidents from generated pipelines."""
 
 
 def _pipeline_examples(
     seed: int, per_pipeline: int, max_tasks: int, min_evidence: int, hard_share: float
-) -> list[Example]:
+) -> list[ReflectionExample]:
     scenario = generate_scenario(seed, hard_share=hard_share)
     examples = synthetic_examples(scenario, per_pipeline, seed=seed, max_tasks=max_tasks, min_evidence=min_evidence)
     return [dataclasses.replace(e, source=GENERATED) for e in examples]
@@ -48,7 +49,7 @@ def generated_examples(
     min_evidence: int = MIN_EVIDENCE,
     hard_share: float = 0.5,
     workers: int = 1,
-) -> list[Example]:
+) -> list[ReflectionExample]:
     """``per_pipeline`` labelled incidents of each of ``pipelines`` generated pipelines.
 
     Args:
@@ -56,7 +57,7 @@ def generated_examples(
         per_pipeline: incidents simulated from each.
         seed: offset into the split's seed range: pipelines ``seed``, ``seed + 1``, … of it.
         split: ``train`` or ``eval`` (disjoint seed ranges).
-        max_tasks, min_evidence: as in :func:`~rrsi.hub.lm.data.synthetic_examples`.
+        max_tasks, min_evidence: as in :func:`~rrsi.lab.reflector_data.synthetic_examples`.
         hard_share: share of pipelines with hard-failure keys.
         workers: forked processes simulating the pipelines (where the platform forks); each
             pipeline has its own seed, so the examples and their order do not depend on it.
@@ -81,7 +82,7 @@ def generated_examples(
     return [e for part in parts for e in part]
 
 
-def examples_registry(examples: list[Example]) -> ErrorCodeRegistry:
+def examples_registry(examples: list[ReflectionExample]) -> ErrorCodeRegistry:
     """The built-in error codes plus those the agents of ``examples`` declare."""
     registry = default_registry()
     seen: set[int] = set()

@@ -9,7 +9,7 @@ import pytest
 
 from rrsi.cli.report_cmd import parse_duration, register
 from rrsi.errors import UserError
-from rrsi.hub.report import build_report, plan_effects
+from rrsi.lab.report import build_report, plan_effects
 from rrsi.schema import AgentSpec, AgentUpdate, UpdatePlan
 from rrsi.store import Store
 from tests.helpers import step

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rrsi.errors import ScenarioError
-from rrsi.hub.lm.generated_data import GENERATED, examples_registry, generated_examples
 from rrsi.hub.lm.prompt import prepare
+from rrsi.lab.generated_reflector_data import GENERATED, examples_registry, generated_examples
 from rrsi.scenario import bundled_names, bundled_scenario
 from rrsi.sim.generator import EVAL_SEEDS, generate_scenario
 
@@ -69,7 +69,7 @@ def test_a_split_or_seed_outside_the_ranges_is_refused():
 def test_a_fault_whose_logs_never_say_which_way_is_labelled_to_keep():
     """An expert who reads the prompt cannot tell the direction of an opaque fault: the label keeps
     it (the hub probes); where the logs say which way, faults are labelled to act."""
-    from rrsi.hub.lm.data import synthetic_examples
+    from rrsi.lab.reflector_data import synthetic_examples
 
     opaque = [r for e in synthetic_examples(bundled_scenario("opaque-symptoms"), 12, seed=5) for r in e.reflections]
     assert all(r["action"] is None for r in opaque)
@@ -113,11 +113,11 @@ def test_the_bundled_adapter_learns_from_generated_pipelines_and_who_and_when_ne
     monkeypatch,
 ):
     from rrsi.graph.log_training import default_whowhen_dir
-    from rrsi.hub.lm import adapters
+    from rrsi.lab import first_use
 
-    monkeypatch.setattr(adapters, "DEFAULT_PIPELINES", 2)
-    monkeypatch.setattr(adapters, "DEFAULT_PER_PIPELINE", 1)
-    examples, info = adapters.default_examples()
+    monkeypatch.setattr(first_use, "DEFAULT_PIPELINES", 2)
+    monkeypatch.setattr(first_use, "DEFAULT_PER_PIPELINE", 1)
+    examples, info = first_use.default_examples()
     generated = [e for e in examples if e.source == GENERATED]
     assert _seeds(generated) == {0, 1} and info["generated"]["seeds"] == [0, 1]
     codes = {p.error_code for e in generated for s in e.incident.specs.values() for p in s.params}

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from rrsi.hub.tuning import first_fix_rate, stability
+from rrsi.lab.tuning import first_fix_rate, stability
 
 
 def rnd(rate, per_agent, updated=()):

@@ -1,0 +1,102 @@
+"""What counts as evidence for changing a parameter, and what "opaque" means: one definition
+that the single-agent loop, the hub's rule Reflector, its probes and the LM Reflector's
+prompt and training labels all read.
+
+A failing record whose error code a param governs names that param; its scratchpad's symptom
+phrase may also point a direction (the error-code registry's phrases: "too low" → increase).
+Of a param's ``n`` direction votes, ``k`` for the leading direction:
+
+- **one-sided** when P(X ≥ k | n, ½) < α (a one-sided sign test, :func:`rrsi.stats.sign_test`)
+  with n ≥ ``min_evidence``: the evidence supports a change in that direction;
+- **too few** when n < ``min_evidence`` or not even n of n votes one way would be one-sided
+  (½ⁿ ≥ α: fewer than 10 at α = 10⁻³);
+- **mixed** otherwise: enough votes to tell, and they point both ways (noise failures do).
+
+A param's reading over its failures is that verdict when it is one-sided or mixed; otherwise
+**opaque** when at least ``min_evidence`` failures name the param but fewer than
+``min_evidence`` of them point a direction (the symptoms do not say which way: the hub
+probes the param, a bounded step each way in validation), else **few** (too few failures to
+tell: wait for more).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.schema import AgentSpec, StepRecord
+from rrsi.stats import sign_test
+
+__all__ = [
+    "MIN_EVIDENCE",
+    "EvidenceRule",
+    "Reading",
+    "symptom_votes",
+    "sidedness",
+    "evidenced_direction",
+    "param_reading",
+]
+
+MIN_EVIDENCE = 5  # fewest failures of an agent that can justify a parameter change
+Reading = Literal["one-sided", "mixed", "opaque", "few"]
+
+
+@dataclass(frozen=True)
+class EvidenceRule:
+    """The thresholds of the evidence test.
+
+    Args:
+        alpha: significance of the one-sided sign test (the hub's default: 10⁻³).
+        min_evidence: fewest votes (and fewest failures) that can justify a change.
+    """
+
+    alpha: float = 1e-3
+    min_evidence: int = MIN_EVIDENCE
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.alpha < 1.0:
+            raise ValueError(f"alpha: expected a number in (0, 1) (got {self.alpha!r})")
+        if self.min_evidence < 1:
+            raise ValueError(f"min_evidence: expected an integer >= 1 (got {self.min_evidence!r})")
+
+
+def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
+    """Per declared param, how many of its failing records' symptoms point to increase and to decrease."""
+    by_code = {p.error_code: p.name for p in spec.params if p.error_code}
+    votes: dict[str, Counter] = {}
+    for r in records:
+        param = by_code.get(r.error_code)
+        if param is None:
+            continue
+        direction = registry.get(r.error_code).direction(r.scratchpad)
+        if direction is not None:
+            votes.setdefault(param, Counter())[direction] += 1
+    return votes
+
+
+def sidedness(votes: Counter, rule: EvidenceRule) -> Literal["one-sided", "mixed", "too few"]:
+    """How a param's direction ``votes`` read (see the module docstring)."""
+    k, n = max(votes.values(), default=0), votes.total()
+    if n < rule.min_evidence or sign_test(n, n) >= rule.alpha:
+        return "too few"
+    return "one-sided" if sign_test(k, n) < rule.alpha else "mixed"
+
+
+def evidenced_direction(votes: Counter, rule: EvidenceRule) -> tuple[str, int, int] | None:
+    """``(direction, k, n)`` when the votes are one-sided, else None."""
+    if sidedness(votes, rule) != "one-sided":
+        return None
+    direction, k = max(votes.items(), key=lambda kv: kv[1])
+    return direction, k, votes.total()
+
+
+def param_reading(votes: Counter, failures: int, rule: EvidenceRule) -> Reading:
+    """How a param's ``failures`` (the records that name it) read from their direction ``votes``."""
+    said = sidedness(votes, rule)
+    if said != "too few":
+        return said
+    opaque = failures >= rule.min_evidence and votes.total() < rule.min_evidence
+    return "opaque" if opaque else "few"
