@@ -14,6 +14,7 @@ import time
 from rrsi.cli import lazy
 from rrsi.cli.hub_access import ActionsOnLiveHub
 from rrsi.cli.options import add_address, add_store, console, existing_store, init_ray
+from rrsi.config import CONSOLE_PORT
 from rrsi.errors import UserError
 from rrsi.store import Store
 
@@ -31,7 +32,6 @@ __all__ = [
 
 web_console = lazy.LazyModule("rrsi.hub.console")  # aiohttp, jinja2 and the hub's models: ~2 s, not for `rrsi --help`
 auth = lazy.LazyModule("rrsi.hub.auth")
-DEFAULT_PORT = 8266
 
 
 def start_console(args: argparse.Namespace, hub):
@@ -101,7 +101,9 @@ def add_console_options(parser: argparse.ArgumentParser, prefix: str = "") -> No
     """``--port`` and ``--host``; with ``prefix`` (``rrsi hub start``) also ``--console``, and the two prefixed."""
     if prefix:
         parser.add_argument("--console", action="store_true", help="serve the incident console beside the hub")
-    parser.add_argument(f"--{prefix}port", dest="port", type=int, default=DEFAULT_PORT, help="TCP port (8266)")
+    parser.add_argument(
+        f"--{prefix}port", dest="port", type=int, default=CONSOLE_PORT, help=f"TCP port (default {CONSOLE_PORT})"
+    )
     parser.add_argument(
         f"--{prefix}host",
         dest="host",
@@ -110,7 +112,7 @@ def add_console_options(parser: argparse.ArgumentParser, prefix: str = "") -> No
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``rrsi console [--address ADDR] [--store PATH] [--port 8266] [--host HOST]``."""
+    """Add ``rrsi console [--address ADDR] [--store PATH] [--port 8640] [--host HOST]``."""
     parser = subparsers.add_parser("console", help="the incident console: a local web page for incidents and approvals")
     add_store(parser)
     add_address(parser, "read --store and act on the live hub that owns it, or on the store")

@@ -20,7 +20,8 @@ from rich.table import Table
 
 from rrsi.cli import console_cmd, lazy, otlp_cmd
 from rrsi.cli.hub_access import hub_client
-from rrsi.cli.options import add_address, add_num_cpus, add_store, console, init_ray, positive_int
+from rrsi.cli.incident_text import incident_text, when
+from rrsi.cli.options import DefaultsHelp, add_address, add_num_cpus, add_store, console, init_ray, positive_int
 from rrsi.config import HubConfig
 from rrsi.errors import StoreOwned, UserError
 from rrsi.ownership import describe_owner, store_owner
@@ -145,15 +146,16 @@ def run_agents_list(args: argparse.Namespace) -> int:
 
 def run_incidents_list(args: argparse.Namespace) -> int:
     table = Table(title="incidents (newest first)")
-    for col in ["incident", "traces", "failing agents", "root agent", "plans"]:
-        table.add_column(col)
+    for col in ["incident", "made", "traces", "failing agents", "root agent", "plans (id:state)"]:
+        table.add_column(col, overflow="fold")
     for i in hub_client(args).incidents(args.limit):
         table.add_row(
             i["incident_id"],
+            when(i["created_at"]),
             str(i["traces"]),
             ", ".join(i["failing_agents"]),
             str(i["root_agent"]),
-            " ".join(i["plans"]),
+            "\n".join(i["plans"]),
         )
     console.print(table)
     return 0
@@ -162,7 +164,11 @@ def run_incidents_list(args: argparse.Namespace) -> int:
 def run_incidents_show(args: argparse.Namespace) -> int:
     if args.html:
         return console_cmd.write_html(args)
-    _print_json(hub_client(args).incident_view(args.incident_id))
+    view = hub_client(args).incident_view(args.incident_id)
+    if args.json:
+        _print_json(view)
+    else:
+        console.print(incident_text(view), markup=False, highlight=False)
     return 0
 
 
@@ -223,7 +229,11 @@ def _add_lm_options(start: argparse.ArgumentParser) -> None:
 
 
 def _register_start(hub: argparse._SubParsersAction) -> None:
-    start = hub.add_parser("start", help="start the named hub actor and its analysis loop")
+    start = hub.add_parser(
+        "start",
+        help="start the named hub actor and its analysis loop",
+        formatter_class=DefaultsHelp,
+    )
     add_address(start, "start Ray here and serve until Ctrl-C")
     start.add_argument(
         "--detached", action="store_true", help="leave the hub running after this command (needs --address)"
@@ -237,8 +247,19 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
         help="seconds a failing trace must receive no record before it is analysed (its upstream steps may "
         "ship later than the failure; default 5)",
     )
-    start.add_argument("--approval", choices=["manual", "auto"], default="manual")
-    start.add_argument("--validation", choices=["canary", "shadow", "none"], default="canary")
+    start.add_argument(
+        "--approval",
+        choices=["manual", "auto"],
+        default="manual",
+        help="high-risk changes: manual waits for `rrsi approve`; auto approves what passed the gate's conditions",
+    )
+    start.add_argument(
+        "--validation",
+        choices=["canary", "shadow", "none"],
+        default="canary",
+        help="how a candidate proves itself: a canary share of live tasks, a shadow replay of recent tasks "
+        "(harness agents only), or none",
+    )
     add_num_cpus(start)
     _add_lm_options(start)
     start.set_defaults(func=run_hub_start)
@@ -281,6 +302,7 @@ def _register_views(subparsers: argparse._SubParsersAction) -> None:
     show = incidents.add_parser("show", help="steps, blame, joint reflection, plan and state of one incident")
     show.add_argument("incident_id")
     show.add_argument("--html", metavar="OUT", help="write the incident page as one static HTML file instead")
+    show.add_argument("--json", action="store_true", help="print the raw incident view (incident, reflection, plans)")
     _add_hub_source(show, run_incidents_show)
     rollback = subparsers.add_parser("rollback", help="roll back a promoted plan")
     rollback.add_argument("plan_id")

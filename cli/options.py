@@ -22,6 +22,7 @@ from rrsi.errors import UserError
 from rrsi.scenario import BUNDLED, Scenario, bundled_names, bundled_scenario, load_scenario
 
 __all__ = [
+    "DefaultsHelp",
     "console",
     "err_console",
     "write_json",
@@ -163,3 +164,13 @@ def add_rounds(parser: argparse.ArgumentParser) -> None:
 
 def add_num_cpus(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-cpus", type=int, help="CPUs for the local Ray (default: all)")
+
+
+class DefaultsHelp(argparse.HelpFormatter):
+    """Help that says each option's default, unless its text already does (or it has none to say)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
+            return text
+        return f"{text} (default: %(default)s)".strip()

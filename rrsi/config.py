@@ -22,9 +22,15 @@ __all__ = [
     "ValidationConfig",
     "HarnessConfig",
     "MIN_EVIDENCE",
+    "CONSOLE_PORT",
     "default_home",
     "default_store_path",
 ]
+
+
+# The incident console's port: away from Ray's dashboard (8265), which moves to the ports after it
+# when 8265 is taken.
+CONSOLE_PORT = 8640
 
 
 def default_home() -> Path:

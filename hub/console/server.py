@@ -16,6 +16,7 @@ from pathlib import Path
 
 from aiohttp import web
 
+from rrsi.config import CONSOLE_PORT
 from rrsi.errors import RuntimeFailure, SchemaError
 from rrsi.hub.auth import hub_token
 from rrsi.hub.console.app import PlanActions, make_app
@@ -26,7 +27,7 @@ __all__ = ["ConsoleServer", "DEFAULT_PORT", "running_console"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_PORT = 8266
+DEFAULT_PORT = CONSOLE_PORT
 NOTE_SUFFIX = ".console"  # <store>.console: the URL of the console serving that store, while it runs
 
 

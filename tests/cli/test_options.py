@@ -163,3 +163,12 @@ def test_hub_start_passes_the_lms_threads_to_the_config_and_refuses_a_bad_count(
     with pytest.raises(SystemExit):
         parser.parse_args(["hub", "start", "--lm-threads", "0"])
     assert "--lm-threads" in capsys.readouterr().err
+
+
+def test_hub_start_help_says_every_default(capsys):
+    with pytest.raises(SystemExit) as done:
+        main(["hub", "start", "--help"])
+    assert done.value.code == 0
+    text = " ".join(capsys.readouterr().out.split())
+    for said in ("(default: canary)", "(default: manual)", "(default: 10.0)", "(default 8640)", "(default: 200)"):
+        assert said in text, said

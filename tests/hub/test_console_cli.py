@@ -4,7 +4,9 @@ show --html`` and the console's plan actions without a live hub."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -70,3 +72,26 @@ def test_rrsi_console_serves_and_hub_status_links_it(store_path, capsys):
     finally:
         proc.terminate()
         proc.wait(20)
+
+
+def test_incidents_show_reads_as_a_summary_and_json_gives_the_raw_view(store_path, capsys):
+    [blocked] = Store(store_path).plans("blocked")
+    capsys.readouterr()
+    assert main(["incidents", "show", blocked.incident_id, "--store", str(store_path)]) == 0
+    text = capsys.readouterr().out
+    assert f"incident {blocked.incident_id}" in text and "root agent:" in text and "blame:" in text
+    assert f"plan {blocked.plan_id} (update): blocked" in text
+    assert "nothing changed: the gate blocked the plan" in text and "rrsi approve" in text
+    assert not text.lstrip().startswith("{")
+    assert main(["incidents", "show", blocked.incident_id, "--json", "--store", str(store_path)]) == 0
+    raw = json.loads(capsys.readouterr().out)
+    assert raw["incident"]["incident_id"] == blocked.incident_id and raw["plans"][0]["plan_id"] == blocked.plan_id
+
+
+def test_incidents_list_shows_whole_plan_ids_and_readable_times(store_path, capsys):
+    [blocked] = Store(store_path).plans("blocked")
+    capsys.readouterr()
+    assert main(["incidents", "list", "--store", str(store_path)]) == 0
+    out = capsys.readouterr().out.replace("\n", "").replace("│", "").replace(" ", "")
+    assert f"{blocked.plan_id}:blocked" in out
+    assert re.search(r"20\d\d-\d\d-\d\d\d\d:\d\d:\d\d", out), "the incident's time, not an epoch float"
