@@ -25,7 +25,7 @@ __all__ = [
     "start_console",
     "refuse_detached",
     "beside_hub",
-    "console_link",
+    "console_url",
     "stop",
     "write_html",
 ]
@@ -64,10 +64,9 @@ def stop(server) -> None:
         server.stop()
 
 
-def console_link(store) -> str:
-    """The line ``rrsi hub status`` prints about the console of ``store``."""
-    url = web_console.running_console(store)
-    return f"incident console: {url}" if url else f"incident console: not running (rrsi console --store {store})"
+def console_url(store) -> str | None:
+    """The URL of the console serving ``store`` (``rrsi hub status`` shows it), None when none runs."""
+    return web_console.running_console(store)
 
 
 def write_html(args: argparse.Namespace) -> int:

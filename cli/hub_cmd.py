@@ -104,8 +104,7 @@ def run_hub_start(args: argparse.Namespace) -> int:
 
 
 def run_hub_status(args: argparse.Namespace) -> int:
-    _print_json(hub_client(args).stats())
-    console.print(console_cmd.console_link(args.store))
+    _print_json({**hub_client(args).stats(), "console": console_cmd.console_url(args.store)})
     return 0
 
 
