@@ -10,7 +10,7 @@ import argparse
 
 from rrsi.cli import lazy
 from rrsi.cli.options import existing_store, init_ray
-from rrsi.errors import StoreOwned
+from rrsi.errors import RuntimeFailure, StoreOwned
 from rrsi.ownership import describe_owner, store_owner
 
 __all__ = ["hub_client", "ActionsOnLiveHub"]
@@ -34,7 +34,14 @@ def hub_client(args: argparse.Namespace, per_call: bool = False):
     address, namespace = _live_address(args)
     if address:
         init_ray(address)
-        return lazy.client.HubClient(lazy.ray.get_actor(lazy.hub.HUB_NAME, namespace=namespace))
+        try:
+            actor = lazy.ray.get_actor(lazy.hub.HUB_NAME, namespace=namespace)
+        except ValueError:
+            raise RuntimeFailure(
+                f"--address: no hub actor {lazy.hub.HUB_NAME!r} in namespace {namespace!r} on the cluster at "
+                f"{address}; start one there with `rrsi hub start --address {address}`"
+            ) from None
+        return lazy.client.HubClient(actor)
     if per_call:
         return lazy.client.HubClient.per_call(args.store)
     return lazy.client.HubClient.in_process(lazy.hub.ReflectionHub(str(args.store)))

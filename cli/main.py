@@ -18,7 +18,7 @@ from rrsi.cli import (
     scenario_cmd,
     tune_cmd,
 )
-from rrsi.cli.options import err_console
+from rrsi.cli.options import err_console, token_auth_for_an_address
 from rrsi.errors import RRSIError, UserError
 from rrsi.threads import stop_progress_monitors
 
@@ -38,6 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    token_auth_for_an_address()
     if getattr(args, "rounds", None) is not None and args.rounds < 1:
         err_console.print("error: --rounds must be a positive integer")
         return 2

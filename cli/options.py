@@ -18,7 +18,7 @@ from rich.console import Console
 
 from rrsi.cli import lazy
 from rrsi.config import default_store_path
-from rrsi.errors import UserError
+from rrsi.errors import RuntimeFailure, UserError
 from rrsi.scenario import BUNDLED, Scenario, bundled_names, bundled_scenario, load_scenario
 
 __all__ = [
@@ -34,6 +34,7 @@ __all__ = [
     "existing_store",
     "add_address",
     "init_ray",
+    "token_auth_for_an_address",
     "add_scenario",
     "resolve_scenario",
     "add_rounds",
@@ -108,6 +109,19 @@ def add_address(parser: argparse.ArgumentParser, without: str) -> None:
     )
 
 
+def token_auth_for_an_address() -> None:
+    """Ray turns its token authentication on by itself for a local cluster it finds (``auto``), not for
+    an explicit address, whose cluster (the hub's, started by ``ray.init()``) then refuses us. With
+    ``RAY_AUTH_MODE`` unset and a token at hand (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH`` or Ray's
+    default ``~/.ray/auth_token``), turn it on for an explicit address too. Ray reads the mode once,
+    when it is first imported: the command line calls this before anything imports Ray."""
+    if os.environ.get("RAY_AUTH_MODE") is not None:
+        return
+    token_file = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or token_file.is_file():
+        os.environ["RAY_AUTH_MODE"] = "token"
+
+
 def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     """Join the cluster at ``address``, or start Ray here on ``num_cpus`` CPUs (default: all); a process
     already connected to Ray (the caller's own driver) stays on its cluster."""
@@ -116,7 +130,13 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     kwargs = {"namespace": lazy.hub.NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
     if address:
-        context = lazy.ray.init(address=address, **kwargs)
+        try:
+            context = lazy.ray.init(address=address, **kwargs)
+        except ConnectionError as exc:
+            raise RuntimeFailure(
+                f"--address: cannot reach a Ray cluster at {address} ({exc}); start one with `rrsi hub start`, "
+                "or pass the address `rrsi hub start` printed"
+            ) from None
     else:
         context = lazy.ray.init(
             num_cpus=num_cpus or os.cpu_count(), include_dashboard=True, dashboard_host="127.0.0.1", **kwargs
