@@ -12,11 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.graph.log_training import default_whowhen_dir
 from rrsi.hub.lm.adapters import DEFAULT_ADAPTER, DEFAULT_TRAINING, adapter_dir, has_adapter, save_trained
 from rrsi.hub.lm.examples import ReflectionExample
 from rrsi.lab.generated_reflector_data import examples_registry, generated_examples
-from rrsi.lab.reflector_data import whowhen_examples
 from rrsi.scenario import bundled_scenario
 from rrsi.sim.generator import pipeline_seeds
 
@@ -38,9 +36,9 @@ def default_examples(workers: int = 1) -> tuple[list[ReflectionExample], dict]:
     """What the bundled adapter learns from, and a description of it for ``training.json``.
 
     Incidents of :data:`DEFAULT_PIPELINES` generated pipelines (train seeds from 0, never a
-    bundled scenario: those stay held out for evaluation), :data:`DEFAULT_PER_PIPELINE` each,
-    plus the ``train`` split of Who&When's annotated mistake reasons when the logs are at hand
-    (``RRSI_WHOWHEN``, else ``../shared/whowhen/Algorithm-Generated``; root causes only).
+    bundled scenario: those stay held out for evaluation), :data:`DEFAULT_PER_PIPELINE` each:
+    only what the package itself holds, so every machine trains the same adapter
+    (``rrsi train-reflector --whowhen DIR`` adds Who&When's annotated reasons).
     ``workers``: processes simulating the pipelines (the same examples whatever the number).
     """
     examples = generated_examples(DEFAULT_PIPELINES, DEFAULT_PER_PIPELINE, seed=0, workers=workers)
@@ -52,10 +50,6 @@ def default_examples(workers: int = 1) -> tuple[list[ReflectionExample], dict]:
             "seeds": [seeds[0], seeds[-1]],
         }
     }
-    folder = default_whowhen_dir()
-    if folder is not None:
-        examples += whowhen_examples(folder, "train")
-        info["whowhen"] = str(folder)
     return examples, info
 
 

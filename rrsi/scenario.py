@@ -1,4 +1,4 @@
-"""Scenario files: simulated pipelines in YAML (the format of DESIGN.md, extend only).
+"""Scenario files: simulated pipelines in YAML (the format of the README's "Scenario files": extend only, never change).
 
 Loading validates everything before anything runs: unknown keys, values out of bounds,
 unknown dependencies and cycles are refused with a :class:`ScenarioError` that names the

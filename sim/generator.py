@@ -13,7 +13,7 @@
   ``propagation`` 0.5–0.95;
 - planted faults: 0–3 agents (mostly 1–2) with one param's ``init`` 30–60% of its range away
   from the optimum, the others at it;
-- for a share ``hard_share`` of seeds the hard-failure keys of DESIGN.md: ``outcome_check``,
+- for a share ``hard_share`` of seeds the hard-failure keys (README, "Scenario files"): ``outcome_check``,
   ``confidence_signal`` 0.3–0.9, 1–2 ``shifts`` of an optimum, and per agent ``silent`` 0.3–0.95,
   ``relay`` 0.2–0.9 (agents with inputs), ``symptom_clarity`` 0–0.8 (at least one key set).
 

@@ -1,4 +1,5 @@
-"""The simulator's ground truth of one trace: whether the task failed, and its roots (DESIGN.md, "Hard failures").
+"""The simulator's ground truth of one trace: whether the task failed, and its roots (the hard-failure
+keys of the README's "Scenario files").
 
 A task fails when a step fails visibly or, with ``outcome_check``, a sink (an agent nothing
 depends on) returns a defect. Its roots are the agents whose own failure, visible or silent,

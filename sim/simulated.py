@@ -1,4 +1,4 @@
-"""Simulated executors: agents of a scenario file, failing by DESIGN.md's failure model.
+"""Simulated executors: agents of a scenario file, failing by the failure model of the README's "Scenario files".
 
 For agent i with params θ (and the optimum of the task's round, after ``shifts``):
 

@@ -109,10 +109,7 @@ def test_a_keep_label_gives_the_reason_its_evidence_line_reads():
     assert checked >= 20
 
 
-def test_the_bundled_adapter_learns_from_generated_pipelines_and_who_and_when_never_a_bundled_scenario(
-    monkeypatch,
-):
-    from rrsi.graph.log_training import default_whowhen_dir
+def test_the_bundled_adapter_learns_from_generated_pipelines_only_never_a_bundled_scenario(monkeypatch):
     from rrsi.lab import first_use
 
     monkeypatch.setattr(first_use, "DEFAULT_PIPELINES", 2)
@@ -123,5 +120,7 @@ def test_the_bundled_adapter_learns_from_generated_pipelines_and_who_and_when_ne
     codes = {p.error_code for e in generated for s in e.incident.specs.values() for p in s.params}
     bundled = {p.error_code for n in bundled_names() for a in bundled_scenario(n).agents for p in a.params}
     assert codes and not codes & bundled
-    if default_whowhen_dir() is not None:  # ../shared beside the checkout, as in CI
-        assert {e.source for e in examples} == {GENERATED, "whowhen"} and "whowhen" in info
+    monkeypatch.setenv("RRSI_WHOWHEN", "/nonexistent")  # nothing outside the package is read
+    assert {e.source for e in examples} == {GENERATED} and "whowhen" not in info
+    again, _ = first_use.default_examples()
+    assert [e.incident.incident_id for e in again] == [e.incident.incident_id for e in examples]

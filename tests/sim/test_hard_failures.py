@@ -1,5 +1,5 @@
 """The hard-failure keys (silent, relay, symptom_clarity, outcome_check, confidence_signal, shifts)
-against DESIGN.md, computed independently of the simulator's code."""
+against the README's hard-failure keys, computed independently of the simulator's code."""
 
 from __future__ import annotations
 

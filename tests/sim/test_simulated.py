@@ -1,4 +1,4 @@
-"""The simulator against DESIGN.md's failure model, computed independently here."""
+"""The simulator against the README's failure model, computed independently here."""
 
 from __future__ import annotations
 
