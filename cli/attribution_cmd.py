@@ -1,10 +1,12 @@
 """Attribution on the command line: ``rrsi train-attribution``, ``rrsi attribute`` and
-``rrsi eval whowhen|synthetic``.
+``rrsi eval attribution|whowhen|synthetic``.
 
-Who&When-format logs are attributed by the real-log model (:mod:`rrsi.graph.log_model`; the
-default one is trained on first use), scenario incidents, OpenTelemetry and trace JSON by the
-attribution GNN. ``rrsi attribute`` reports how many files loaded and why the others did not,
-and per log the blamed agent and step with the three most probable steps and what drove them.
+Who&When and AEGIS logs are attributed by the log GNN (:mod:`rrsi.graph.log_gnn`; the default is
+the model shipped inside the package, or a ``.pt`` file trained with ``rrsi train-attribution
+--aegis``) or by the real-log model (a ``.npz`` given with ``--model``); scenario incidents,
+OpenTelemetry and trace JSON by the attribution GNN. ``rrsi attribute`` reports how many files
+loaded and why the others did not, and per log the blamed agent and step with the three most
+probable steps (and, for the real-log model, what drove them).
 
 :func:`register` adds the commands; each ``run_*`` returns an exit code and raises
 :class:`~rrsi.errors.UserError` for bad input.
@@ -18,9 +20,10 @@ from pathlib import Path
 from rich.table import Table
 from tqdm import tqdm
 
-from rrsi.cli import lazy
+from rrsi.cli import lazy, log_gnn_cmd
 from rrsi.cli.options import add_scenario, console, resolve_scenario, write_json
 from rrsi.errors import UserError
+from rrsi.traces.aegis import AEGIS_PATTERNS, load_aegis
 from rrsi.traces.loading import load_dir
 from rrsi.traces.otel import load_otel
 from rrsi.traces.trace_json import load_traces
@@ -28,7 +31,8 @@ from rrsi.traces.whowhen import load_whowhen, load_whowhen_dir
 
 __all__ = ["register", "run_train_attribution", "run_attribute", "run_eval_whowhen", "run_eval_synthetic"]
 
-FORMATS = ("whowhen", "otel", "rrsi")
+FORMATS = ("whowhen", "aegis", "otel", "rrsi")
+LOG_FORMATS = ("whowhen", "aegis")
 log_training = lazy.LazyModule("rrsi.graph.log_training")
 log_model = lazy.LazyModule("rrsi.graph.log_model")
 log_features = lazy.LazyModule("rrsi.graph.log_features")
@@ -47,6 +51,10 @@ def _reader(fmt: str):
         def read(p: Path) -> list:
             log = load_whowhen(p)
             return [(log.name, log.trace, log.agent_names, log.question)]
+    elif fmt == "aegis":
+
+        def read(p: Path) -> list:
+            return [(log.name, log.trace, log.agent_names, log.question) for log in load_aegis(p)]
     elif fmt == "otel":
 
         def read(p: Path) -> list:
@@ -64,7 +72,10 @@ def _load_input(path: Path, fmt: str) -> list[tuple[str, object, dict[str, str],
     for a folder, a report of how many files loaded and why the others did not."""
     read = _reader(fmt)
     if path.is_dir():
-        files, errors = load_dir(path, read)
+        files, errors = [], []
+        for pattern in AEGIS_PATTERNS if fmt == "aegis" else ("*.json",):
+            found, bad = load_dir(path, read, pattern)
+            files, errors = files + found, errors + bad
         console.print(f"loaded {len(files)} of {len(files) + len(errors)} {fmt} files in {path}")
         for e in errors:
             console.print(f"[yellow]skipped[/yellow] {e}")
@@ -114,8 +125,11 @@ def _train_log_model(args: argparse.Namespace) -> int:
 
 
 def run_train_attribution(args: argparse.Namespace) -> int:
+    if args.aegis:
+        return log_gnn_cmd.train_log_gnn(args)
     if not args.whowhen and not args.scenario:
-        raise UserError("train-attribution: give --whowhen DIR and/or --scenario NAME|FILE")
+        raise UserError("train-attribution: give --aegis FILE (log GNN), --whowhen DIR and/or --scenario NAME|FILE")
+    args.epochs = 100 if args.epochs is None else args.epochs
     if args.epochs < 1 or args.incidents < 1:
         raise UserError(f"--epochs and --incidents must be ≥ 1 (got {args.epochs}, {args.incidents})")
     if not args.scenario and not args.gnn:
@@ -150,10 +164,14 @@ def _official(rows: list[dict]) -> str:
     )
 
 
-def _uses_log_model(args: argparse.Namespace) -> bool:
+def _model_kind(args: argparse.Namespace) -> str:
+    """Which model attributes: ``log_gnn`` (the default for Who&When and AEGIS logs, or a log GNN file),
+    ``log_model`` (a ``.npz`` real-log model) or ``gnn`` (the scenario attribution GNN)."""
     if args.model:
-        return Path(args.model).suffix == ".npz"
-    return args.format == "whowhen"
+        if Path(args.model).suffix == ".npz":
+            return "log_model"
+        return "log_gnn" if log_gnn_cmd.log_gnn.is_log_gnn_file(args.model) else "gnn"
+    return "log_gnn" if args.format in LOG_FORMATS else "gnn"
 
 
 def _gnn_model(args: argparse.Namespace):
@@ -163,11 +181,21 @@ def _gnn_model(args: argparse.Namespace):
 
 
 def _log_model(args: argparse.Namespace):
-    if args.model:
-        return log_model.LogAttributionModel.load(args.model)
-    return log_training.default_log_model(
-        lambda d: console.print(f"[dim]training the default real-log model on {d} (first use, cached after)[/dim]")
-    )
+    return log_model.LogAttributionModel.load(args.model)
+
+
+def _log_gnn_rows(items: list, args: argparse.Namespace) -> list[dict]:
+    rows = []
+    for label, trace, names, result in log_gnn_cmd.log_gnn_results(items, args.model):
+        row = _row(label, trace, names, result.as_attribution(), args.format)
+        top = sorted(result.steps.items(), key=lambda kv: -kv[1])[:3]
+        row["evidence"] = _evidence(trace, names, [(sid, p, []) for sid, p in top], args.format)
+        rows.append(row)
+    return rows
+
+
+def _step_label(step_id: str, fmt: str) -> str:
+    return step_id.rsplit("-", 1)[1] if fmt in LOG_FORMATS else step_id
 
 
 def _row(label: str, trace, names: dict[str, str], a, fmt: str) -> dict:
@@ -177,7 +205,7 @@ def _row(label: str, trace, names: dict[str, str], a, fmt: str) -> dict:
         "trace_id": trace.trace_id,
         "agent": names.get(a.root_agent, a.root_agent),
         "agent_score": a.agent_blame[a.root_agent],
-        "step": step.rsplit("-", 1)[1] if fmt == "whowhen" else step,
+        "step": _step_label(step, fmt),
         "step_score": a.step_blame[step],
         "agent_blame": {names.get(k, k): v for k, v in a.agent_blame.items()},
         "step_blame": a.step_blame,
@@ -194,6 +222,15 @@ def _print_row(row: dict) -> None:
         console.print(f"    {ev['step']} ({ev['agent']}) p={ev['probability']:.2f}: {drivers}")
 
 
+def _evidence(trace, names: dict[str, str], entries: list[tuple[str, float, list]], fmt: str) -> list[dict]:
+    """``(step id, probability, drivers)`` of the top steps as the rows print them."""
+    by_id = {s.step_id: s.agent for s in trace.steps}
+    return [
+        {"step": _step_label(sid, fmt), "agent": names.get(by_id[sid], by_id[sid]), "probability": p, "drivers": d}
+        for sid, p, d in entries
+    ]
+
+
 def _log_model_rows(items: list, model, fmt: str) -> list[dict]:
     embedder = log_training.log_embedder(model.config)
     rows = []
@@ -205,16 +242,7 @@ def _log_model_rows(items: list, model, fmt: str) -> list[dict]:
             continue
         attribution, evidence = model.attribute(trace, feats)
         row = _row(label, trace, names, attribution, fmt)
-        by_id = {s.step_id: s for s in trace.steps}
-        row["evidence"] = [
-            {
-                "step": e.step_id.rsplit("-", 1)[1] if fmt == "whowhen" else e.step_id,
-                "agent": names.get(by_id[e.step_id].agent, by_id[e.step_id].agent),
-                "probability": e.probability,
-                "drivers": e.drivers,
-            }
-            for e in evidence
-        ]
+        row["evidence"] = _evidence(trace, names, [(e.step_id, e.probability, e.drivers) for e in evidence], fmt)
         rows.append(row)
     return rows
 
@@ -227,7 +255,10 @@ def _gnn_rows(items: list, model, fmt: str) -> list[dict]:
 
 def run_attribute(args: argparse.Namespace) -> int:
     items = _load_input(Path(args.path), args.format)
-    if _uses_log_model(args):
+    kind = _model_kind(args)
+    if kind == "log_gnn":
+        rows = _log_gnn_rows(items, args)
+    elif kind == "log_model":
         rows = _log_model_rows(items, _log_model(args), args.format)
     else:
         rows = _gnn_rows(items, _gnn_model(args), args.format)
@@ -296,15 +327,18 @@ def _add_embedding(parser: argparse.ArgumentParser) -> None:
 
 def _register_train(subparsers: argparse._SubParsersAction) -> None:
     train = subparsers.add_parser(
-        "train-attribution", help="train the real-log model on Who&When logs, or the GNN on scenario incidents"
+        "train-attribution",
+        help="train the log GNN (--aegis, with --whowhen), the real-log model (--whowhen alone) or the GNN "
+        "on scenario incidents (--scenario)",
     )
     train.add_argument("--whowhen", help="folder of annotated Who&When JSON logs")
+    log_gnn_cmd.add_corpus_options(train)
     add_scenario(train, repeatable=True)
     train.add_argument("--out", help="file to write (real-log model: default its default path)")
     train.add_argument(
         "--gnn", action="store_true", help="train the GNN on --whowhen logs (default: the real-log model)"
     )
-    train.add_argument("--epochs", type=int, default=100)
+    train.add_argument("--epochs", type=int, help="training epochs (default: 30 for the log GNN, else 100)")
     train.add_argument("--incidents", type=int, default=1000, help="incidents per scenario (default 1000)")
     train.add_argument("--propagation", type=float, help="override the scenarios' propagation")
     train.add_argument("--drop", type=float, default=0.0, help="probability a record is missing from a trace")
@@ -322,8 +356,8 @@ def _register_attribute(subparsers: argparse._SubParsersAction) -> None:
     attribute.add_argument("--format", choices=FORMATS, required=True)
     attribute.add_argument(
         "--model",
-        help="a real-log model (.npz) or a GNN checkpoint (default: the real-log model for whowhen, else the GNN; "
-        "trained on first use)",
+        help="a log GNN (.pt from train-attribution --aegis), a real-log model (.npz) or a scenario GNN checkpoint "
+        "(default: the log GNN shipped in the package for whowhen and aegis, else the scenario GNN)",
     )
     attribute.add_argument("--json", help="write the attributions as JSON here")
     attribute.add_argument("--official", help="write Who&When's prediction text format here")
@@ -332,6 +366,7 @@ def _register_attribute(subparsers: argparse._SubParsersAction) -> None:
 
 def _register_eval(subparsers: argparse._SubParsersAction) -> None:
     kinds = subparsers.add_parser("eval", help="evaluate attribution").add_subparsers(dest="eval_kind", required=True)
+    log_gnn_cmd.register_eval(kinds, _add_embedding)
     whowhen = kinds.add_parser("whowhen", help="nested k-fold CV on Who&When logs, the transfer test, baselines")
     whowhen.add_argument("dir")
     whowhen.add_argument("--folds", type=int, default=5)

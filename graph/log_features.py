@@ -31,7 +31,7 @@ from rrsi.graph.embedding import EMBED_DIM, TextEmbedder
 from rrsi.schema import Trace
 from rrsi.traces.agent_names import is_context_step
 
-__all__ = ["LOG_FEATURES", "LogFeatures", "log_features", "CUES"]
+__all__ = ["LOG_FEATURES", "LogFeatures", "log_features", "step_texts", "CUES"]
 
 CUES: tuple[str, ...] = (
     "verif",
@@ -85,9 +85,14 @@ class LogFeatures:
     text: np.ndarray
 
 
+def step_texts(trace: Trace, task: str) -> list[str]:
+    """The texts a log's features embed: every step's scratchpad and, last, the task (else the first step)."""
+    return [s.scratchpad for s in trace.steps] + [task or trace.steps[0].scratchpad]
+
+
 def _embed(trace: Trace, task: str, embedder: TextEmbedder | None) -> np.ndarray:
-    """``[S + 1, 384]``: every step's text and, last, the task's, in one batch (zeros without an embedder)."""
-    texts = [s.scratchpad for s in trace.steps] + [task or trace.steps[0].scratchpad]
+    """``[S + 1, 384]``: :func:`step_texts` in one batch (zeros without an embedder)."""
+    texts = step_texts(trace, task)
     if embedder is None:
         return np.zeros((len(texts), EMBED_DIM), dtype=np.float32)
     return embedder.embed(texts)
@@ -130,8 +135,13 @@ def _row(trace: Trace, blame: list[int], k: int, vectors: np.ndarray, speakers: 
     ]
 
 
-def log_features(trace: Trace, task: str = "", embedder: TextEmbedder | None = None) -> LogFeatures:
+def log_features(
+    trace: Trace, task: str = "", embedder: TextEmbedder | None = None, vectors: np.ndarray | None = None
+) -> LogFeatures:
     """Features of the blameable steps of ``trace``; ``task`` is the question the log answers.
+
+    ``vectors`` (``[S + 1, 384]``: every step's text, then the task's, as :func:`step_texts` lists
+    them) are used instead of embedding again when given.
 
     Raises:
         SchemaError: no step of the trace may be blamed (every participant is context).
@@ -141,7 +151,7 @@ def log_features(trace: Trace, task: str = "", embedder: TextEmbedder | None = N
         raise SchemaError(
             f"trace {trace.trace_id}: steps: every step is context (user, system, tool echo); none to blame"
         )
-    vectors = _embed(trace, task, embedder)
+    vectors = _embed(trace, task, embedder) if vectors is None else vectors
     speakers = [trace.steps[i].agent for i in blame]
     x = np.asarray([_row(trace, blame, k, vectors, speakers) for k in range(len(blame))], dtype=np.float64)
     return LogFeatures(blame, x, vectors[blame].astype(np.float64))

@@ -1,16 +1,15 @@
-"""Training the real-log model: examples from annotated logs, hyperparameters chosen by
-cross-validation inside the training logs only, and the default model that ``rrsi attribute``
-uses for Who&When-format logs.
+"""Training the real-log model: examples from annotated logs, and hyperparameters chosen by
+cross-validation inside the training logs only.
 
-The default model is trained on first use on Who&When's Algorithm-Generated logs (the folder
-``RRSI_WHOWHEN`` names, else ``../shared/whowhen/Algorithm-Generated`` beside the working
-directory or the source tree) and saved under ``rrsi.config.default_home()/models/``.
+``rrsi train-attribution --whowhen DIR`` trains one and saves it (default
+``rrsi.config.default_home()/models/log-attribution.npz``); ``rrsi attribute --model FILE.npz``
+uses it. Without ``--model``, Who&When and AEGIS logs are attributed by the log GNN shipped in
+the package (:mod:`rrsi.graph.log_gnn_training`).
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ from rrsi.graph.embedding import Embedder, TextEmbedder
 from rrsi.graph.log_features import LogFeatures, log_features
 from rrsi.graph.log_model import LogAttributionModel, LogModelConfig, fit_log_model
 from rrsi.graph.static_embedding import StaticEmbedder
-from rrsi.traces.whowhen import WhoWhenLog, load_whowhen_dir
+from rrsi.traces.whowhen import WhoWhenLog
 
 __all__ = [
     "CONFIG_GRID",
@@ -32,8 +31,6 @@ __all__ = [
     "select_config",
     "train_log_model",
     "default_log_model_path",
-    "default_whowhen_dir",
-    "default_log_model",
     "log_embedder",
 ]
 
@@ -144,35 +141,3 @@ def train_log_model(
 def default_log_model_path() -> Path:
     """``rrsi.config.default_home()/models/log-attribution.npz``."""
     return default_home() / "models" / "log-attribution.npz"
-
-
-def default_whowhen_dir() -> Path | None:
-    """Where the Algorithm-Generated logs the default model trains on are, if anywhere."""
-    env = os.environ.get("RRSI_WHOWHEN")
-    candidates = [Path(env)] if env else []
-    for base in (Path.cwd(), Path(__file__).resolve().parents[1]):
-        candidates.append(base.parent / "shared" / "whowhen" / "Algorithm-Generated")
-    return next((c for c in candidates if c.is_dir()), None)
-
-
-def default_log_model(on_train: Callable[[Path], None] | None = None) -> LogAttributionModel:
-    """The saved default real-log model, trained (and saved) on first use.
-
-    Raises:
-        UserError: no saved model and no Algorithm-Generated logs to train one on.
-    """
-    path = default_log_model_path()
-    if path.exists():
-        return LogAttributionModel.load(path)
-    directory = default_whowhen_dir()
-    if directory is None:
-        raise UserError(
-            "model: no default real-log model yet and no Who&When logs to train it on; set RRSI_WHOWHEN to the "
-            "Algorithm-Generated folder or run `rrsi train-attribution --whowhen DIR --out CKPT` and pass --model"
-        )
-    if on_train is not None:
-        on_train(directory)
-    logs, _ = load_whowhen_dir(directory)
-    model = train_log_model(logs, log_embedder(), trained_on=f"Who&When Algorithm-Generated ({directory})")
-    model.save(path)
-    return model

@@ -62,6 +62,7 @@ _PLAIN_IN = ("gen_ai.tool.call.arguments", "gen_ai.prompt", "input.value")
 _PLAIN_OUT = ("gen_ai.tool.call.result", "gen_ai.completion", "output.value")
 _INDEXED_IN = re.compile(r"^(?:gen_ai\.prompt\.(\d+)\.content|llm\.input_messages\.(\d+)\.message\.content)$")
 _INDEXED_OUT = re.compile(r"^(?:gen_ai\.completion\.(\d+)\.content|llm\.output_messages\.(\d+)\.message\.content)$")
+_FLAT = ("gen_ai.prompt.", "gen_ai.completion.", "llm.input_messages.", "llm.output_messages.")  # the flat keys' heads
 _FLAT_TOOL_CALL = re.compile(
     r"^(?:llm\.output_messages\.(\d+)\.message|gen_ai\.completion\.(\d+))\.tool_calls\.(\d+)\."
 )
@@ -141,7 +142,8 @@ def _messages_text(value: Any) -> str:
 
 
 def _indexed_text(attrs: dict, pattern: re.Pattern) -> str:
-    found = sorted((int(next(g for g in m.groups() if g)), str(v)) for k, v in attrs.items() if (m := pattern.match(k)))
+    flat = [(k, v) for k, v in attrs.items() if k.startswith(_FLAT)]
+    found = sorted((int(next(g for g in m.groups() if g)), str(v)) for k, v in flat if (m := pattern.match(k)))
     return "\n".join(v for _, v in found)
 
 
@@ -173,7 +175,7 @@ def tool_calls(attrs: dict) -> int:
     """Tool executions the span stands for: 1 for a tool span, else the tool calls its output requests."""
     if operation(attrs) == "execute_tool":
         return 1
-    flat = {m.groups() for k in attrs if (m := _FLAT_TOOL_CALL.match(k))}
+    flat = {m.groups() for k in attrs if k.startswith(_FLAT) and (m := _FLAT_TOOL_CALL.match(k))}
     return sum(p.get("type") == "tool_call" for p in _output_parts(attrs)) + len(flat)
 
 

@@ -216,16 +216,18 @@ def _integer(value: Any) -> Any:
 
 
 class _TraceSpans:
-    """The spans of one trace in one batch, linked by their parent ids."""
+    """The spans of one trace in one batch, linked by their parent ids (each read once)."""
 
     def __init__(self, trace_id: str, members: list[_Member], open_parents: bool) -> None:
         self.trace_id, self.open_parents = trace_id, open_parents
-        self.by_id = {_id(s, "span", i): (i, s, a) for i, s, a in members}
+        self.by_id: dict[str, _Member] = {}
+        self.parents: dict[str, str | None] = {}  # span id → its parent span's id
+        for i, s, a in members:
+            sid = _id(s, "span", i)
+            self.by_id[sid] = (i, s, a)
+            self.parents[sid] = _id(s, "parent", i, required=False)
         self.steps = [sid for sid, (_, _, a) in self.by_id.items() if genai.is_step(a)]
-
-    def parent_id(self, sid: str) -> str | None:
-        i, span, _ = self.by_id[sid]
-        return _id(span, "parent", i, required=False)
+        self.step_ids = set(self.steps)
 
     def inherited(self, sid: str, read) -> Any:
         """The first value ``read(span, attrs)`` gives on the span or its ancestors in this batch."""
@@ -235,15 +237,15 @@ class _TraceSpans:
             _, span, attrs = self.by_id[sid]
             if (value := read(span, attrs)) not in (None, ""):
                 return value
-            sid = self.parent_id(sid)
+            sid = self.parents[sid]
         return None
 
     def parent_step(self, sid: str) -> str | None:
         """The nearest ancestor that is a step; in an open batch, a parent id outside it (an earlier batch's step)."""
-        steps, seen, parent = set(self.steps), {sid}, self.parent_id(sid)
+        steps, seen, parent = self.step_ids, {sid}, self.parents[sid]
         while parent in self.by_id and parent not in seen and parent not in steps:
             seen.add(parent)
-            parent = self.parent_id(parent)
+            parent = self.parents[parent]
         if parent in steps:
             return parent
         return parent if self.open_parents and parent not in self.by_id else None
@@ -268,8 +270,8 @@ def _record(spans: _TraceSpans, sid: str, agent: str, parent: str | None) -> Ste
         agent=agent,
         task_id=str(spans.inherited(sid, lambda _s, a: a.get(ATTR_TASK_ID)) or spans.trace_id),
         parents=[parent] if parent else [],
-        input=Summary.of(genai.input_text(attrs)),
-        output=Summary.of(genai.output_text(attrs)),
+        input=Summary.fields_of(genai.input_text(attrs)),
+        output=Summary.fields_of(genai.output_text(attrs)),
         tool_calls=genai.tool_calls(attrs),
         tools=genai.tools_reported(attrs),
         scratchpad=_scratchpad(span, agent, attrs, error),
@@ -299,7 +301,7 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
 
 def _map_step(spans: _TraceSpans, sid: str, parent: str | None, leads: set, names: AgentNames, out: MappedSpans):
     i, span, attrs = spans.by_id[sid]
-    root = spans.parent_id(sid) is None
+    root = spans.parents[sid] is None
     late_root = root and spans.open_parents and genai.operation(attrs).lower() in _WORKFLOW_OPS  # children came earlier
     context = _is_context(span, attrs, root, sid in leads or late_root)
     agent_raw = spans.inherited(sid, genai.agent_name) or (context and span.get("name"))

@@ -2,6 +2,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -54,18 +57,41 @@ def test_train_then_attribute_whowhen_with_evidence_and_official_output(make_log
     assert len(rows[0]["evidence"]) == 3 and rows[0]["evidence"][0]["step"] == "1"
 
 
-def test_attribute_without_model_trains_the_real_log_model_on_first_use(make_log, tmp_path, monkeypatch):
-    monkeypatch.setenv("RRSI_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("RRSI_WHOWHEN", str(_logs_folder(tmp_path, make_log)))
-    other = tmp_path / "other"
-    other.mkdir()
-    for k in range(3):
-        (other / f"m{k}.json").write_text(json.dumps(_magentic_log(k)))
-    official = tmp_path / "pred.txt"
-    assert _run("attribute", str(other), "--format", "whowhen", "--official", str(official)) == 0
-    assert (tmp_path / "home" / "models" / "log-attribution.npz").exists()
-    text = official.read_text()
-    assert text.count("Prediction for ") == 3 and "Agent Name: human" not in text and "Step Number: 0\n" not in text
+def _aegis_file(path, n=3):
+    """A few AEGIS-shaped debates (made up here): the user asks, Checker answers differently."""
+    lines = []
+    for k in range(n):
+        trajectory = [{"step": 1, "agent_name": "User", "content": f"What is {k} plus {k}?"}]
+        for name, answer in (("Solver", 2 * k), ("Checker", 2 * k + 1), ("Judge", 2 * k)):
+            trajectory.append({"agent_name": name, "content": f"{k} plus {k}: the answer is \\boxed{{{answer}}}."})
+        faulty = [{"agent_name": "Checker", "error_type": "FM-3.3"}]
+        lines.append(json.dumps({"id": str(k), "question": "q", "trajectory": trajectory, "faulty_agents": faulty}))
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_attribute_without_model_uses_the_shipped_log_gnn_with_no_shared_data(make_log, tmp_path):
+    """No ../shared anywhere: cwd elsewhere, RRSI_WHOWHEN pointing nowhere; the model comes with the package."""
+    work = tmp_path / "elsewhere"
+    (work / "logs").mkdir(parents=True)
+    for k in range(2):
+        (work / "logs" / f"m{k}.json").write_text(json.dumps(_magentic_log(k)))
+    _aegis_file(work / "logs.jsonl")
+    env = {**os.environ, "RRSI_WHOWHEN": str(tmp_path / "nowhere")}
+    rrsi = [sys.executable, "-c", "import sys; from rrsi.cli import main; sys.exit(main())"]
+    for fmt, target in (("whowhen", "logs"), ("aegis", "logs.jsonl")):
+        out = work / f"{fmt}.json"
+        done = subprocess.run(
+            [*rrsi, "attribute", target, "--format", fmt, "--json", str(out)], cwd=work, env=env, capture_output=True,
+            text=True, timeout=600,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+        rows = json.loads(out.read_text())
+        assert len(rows) == (2 if fmt == "whowhen" else 3)
+        for row in rows:
+            assert 0.0 <= row["agent_score"] <= 1.0 and row["agent"] not in ("human", "User")
+            assert abs(sum(row["step_blame"].values()) - 1.0) < 1e-4 and row["step"] != "0"
+    assert not (tmp_path / "nowhere").exists()
 
 
 def test_train_on_a_scenario_and_attribute_rrsi_traces(parallel_scenario, parallel_path, tmp_path):

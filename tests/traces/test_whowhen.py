@@ -127,3 +127,17 @@ def test_the_human_who_asked_is_context_never_blameable(write_json):
 def test_a_plain_tool_echo_is_context(write_json, make_log):
     log = load_whowhen(write_json("7.json", make_log()))
     assert log.blameable == [0, 1, 3], "Computer_terminal only reports executions"
+
+
+def test_a_role_only_log_with_a_human_question_keeps_the_human_unblameable(write_json, make_log):
+    """Who&When's Hand-Crafted shape: no ``name``, speaker and action in ``role``, the human asks first."""
+    history = [
+        {"content": "Which river is longest?", "role": "human"},
+        {"content": "Plan: ask the surfer.", "role": "Orchestrator (thought)"},
+        {"content": "Search it.", "role": "Orchestrator (-> WebSurfer)"},
+        {"content": "The Nile, 6650 km.", "role": "WebSurfer"},
+    ]
+    log = load_whowhen(write_json("hc.json", make_log(history=history, mistake_agent="WebSurfer", mistake_step="3")))
+    assert [s.agent for s in log.trace.steps] == ["human", "Orchestrator", "Orchestrator", "WebSurfer"]
+    assert log.blameable == [1, 2, 3] and log.actions == ["", "thought", "-> WebSurfer", ""]
+    assert log.labels.mistake_agent == "WebSurfer" and log.labels.mistake_step == 3

@@ -1,0 +1,253 @@
+"""Training the log GNN on labelled failure logs of many systems, and the model it ships with.
+
+Examples come from AEGIS (faulty agents, no step: the agent head learns from them) and from
+Who&When Algorithm-Generated (the one mistaken agent and the decisive step: both heads). A
+share of the training logs (``calibration_share``, drawn per source) is held out: the epoch
+with the lowest held-out loss is kept, and the calibration (:mod:`rrsi.graph.calibration`:
+the step softmax's temperature, Platt scaling of the agent logits) is fitted on it, so
+no probability is calibrated on the logs it was trained on.
+
+Message vectors go through a :class:`~rrsi.graph.vector_cache.VectorCache`, so a rerun on the
+same corpus embeds nothing. The shipped model (``graph/models/log_gnn.pt``, its card beside it)
+is what :func:`default_log_gnn` loads; ``rrsi train-attribution --aegis FILE --whowhen DIR``
+reproduces it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from pydantic import Field
+from torch_geometric.data import Batch
+
+from rrsi.config import default_home
+from rrsi.errors import UserError
+from rrsi.graph.calibration import fit_platt, fit_temperature
+from rrsi.graph.embedding import Embedder, TextEmbedder
+from rrsi.graph.log_features import step_texts
+from rrsi.graph.log_gnn import LogGNN, LogGNNConfig
+from rrsi.graph.log_graph import LabelledLog, LogData, log_graph
+from rrsi.graph.static_embedding import StaticEmbedder
+from rrsi.graph.vector_cache import VectorCache
+from rrsi.schema_base import _Model
+from rrsi.traces.aegis import AegisLog
+from rrsi.traces.whowhen import WhoWhenLog
+
+__all__ = [
+    "LogTrainSettings",
+    "SHIPPED_MODEL",
+    "from_aegis",
+    "from_whowhen",
+    "gnn_embedder",
+    "featurize",
+    "fit_log_gnn",
+    "predict",
+    "default_log_gnn",
+    "default_log_gnn_path",
+]
+
+SHIPPED_MODEL = Path(__file__).resolve().parent / "models" / "log_gnn.pt"
+WHOWHEN_GROUP = "whowhen-algorithm-generated"
+
+
+class LogTrainSettings(_Model):
+    """How the log GNN is trained.
+
+    Args:
+        epochs: passes over the training logs (the best one on the held-out share is kept).
+        lr, weight_decay: AdamW's step size and decoupled weight decay.
+        batch_size: logs per step.
+        step_weight: weight of the decisive-step loss beside the agent loss.
+        whowhen_weight: weight of a log that has a step label (there are few) beside an AEGIS log.
+        calibration_share: share of each source's training logs held out for the epoch choice and calibration.
+        seed: seeds the split, the initialization and the order of the logs.
+    """
+
+    epochs: int = Field(default=30, ge=1, le=1000)
+    lr: float = Field(default=2e-3, gt=0.0, le=1.0)
+    weight_decay: float = Field(default=1e-3, ge=0.0, le=1.0)
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    step_weight: float = Field(default=1.0, ge=0.0, le=100.0)
+    whowhen_weight: float = Field(default=5.0, ge=0.0, le=1000.0)
+    calibration_share: float = Field(default=0.15, gt=0.0, lt=0.5)
+    seed: int = 0
+
+
+def from_whowhen(log: WhoWhenLog) -> LabelledLog:
+    """A Who&When log with its one mistaken agent and decisive step (unlabelled: no labels)."""
+    labels = log.labels
+    faulty = frozenset({labels.mistake_agent}) if labels is not None else None
+    decisive = labels.mistake_step if labels is not None and labels.mistake_step in log.blameable else None
+    return LabelledLog(log.name, log.trace, log.question, log.agent_names, faulty, decisive, WHOWHEN_GROUP, "whowhen")
+
+
+def from_aegis(log: AegisLog) -> LabelledLog:
+    """An AEGIS log with its set of faulty agents, grouped by its team shape."""
+    faulty = log.labels.faulty if log.labels is not None else None
+    group = "+".join(sorted(log.team))
+    return LabelledLog(log.name, log.trace, log.question, log.agent_names, faulty, None, group, "aegis")
+
+
+def gnn_embedder(config: LogGNNConfig) -> TextEmbedder:
+    """The MiniLM embedder a log GNN of ``config`` reads messages with."""
+    if config.embedding == "static":
+        return StaticEmbedder(max_tokens=config.max_tokens)
+    return Embedder(max_tokens=config.max_tokens)
+
+
+def featurize(
+    logs: Sequence[LabelledLog], vectors: VectorCache, on_batch: Callable[[int], None] | None = None
+) -> list[LogData]:
+    """One graph per log; every message of every log embedded in batches through ``vectors``.
+
+    Raises:
+        SchemaError: a log with no blameable step.
+    """
+    texts = [step_texts(log.trace, log.question) for log in logs]
+    flat = vectors.embed([t for group in texts for t in group], on_batch)
+    graphs, start = [], 0
+    for log, group in zip(logs, texts):
+        graph = log_graph(log.trace, flat[start : start + len(group)], log.names, log.faulty, log.decisive)
+        graph.weight = torch.tensor([1.0])
+        graphs.append(graph)
+        start += len(group)
+    return graphs
+
+
+def _loss(model: LogGNN, batch, settings: LogTrainSettings) -> torch.Tensor:
+    step, agent = model(batch)
+    graph_of = batch.batch[batch.blame_node]
+    agent_graph = torch.zeros_like(agent, dtype=torch.long).scatter_(0, batch.agent_of, graph_of)
+    has_step = torch.zeros(batch.num_graphs).index_add_(0, graph_of, batch.step_y) > 0
+    weight = torch.where(has_step, settings.whowhen_weight, 1.0) * batch.weight
+    known = ~torch.isnan(batch.agent_y)
+    bce = torch.nn.functional.binary_cross_entropy_with_logits(agent[known], batch.agent_y[known], reduction="none")
+    agent_loss = (bce * weight[agent_graph[known]]).sum() / weight[agent_graph[known]].sum().clamp_min(1e-6)
+    if not has_step.any():
+        return agent_loss
+    log_p = step - torch.zeros(batch.num_graphs).index_reduce_(0, graph_of, step, "amax", include_self=False)[graph_of]
+    log_z = torch.zeros(batch.num_graphs).index_add_(0, graph_of, log_p.exp()).log()
+    picked = torch.zeros(batch.num_graphs).index_add_(0, graph_of, log_p * batch.step_y)
+    step_loss = -(picked - log_z)[has_step].mean()
+    return agent_loss + settings.step_weight * step_loss
+
+
+def _split(graphs: Sequence[LogData], share: float, seed: int) -> tuple[list[int], list[int]]:
+    """Training and held-out indices, ``share`` of each source (step-labelled or not) held out."""
+    rng = np.random.default_rng(seed)
+    train, held = [], []
+    for labelled in (True, False):
+        idx = [i for i, g in enumerate(graphs) if bool(g.step_y.sum() > 0) == labelled]
+        idx = list(rng.permutation(idx))
+        cut = int(round(share * len(idx))) if len(idx) >= 4 else 0
+        held += idx[:cut]
+        train += idx[cut:]
+    return sorted(int(i) for i in train), sorted(int(i) for i in held)
+
+
+def _standardize(model: LogGNN, graphs: Sequence[LogData]) -> None:
+    x = torch.cat([g.x for g in graphs])
+    model.center.copy_(x.mean(0))
+    model.scale.copy_(x.std(0).clamp_min(1e-3))
+
+
+def _held_loss(model: LogGNN, graphs: Sequence[LogData], settings: LogTrainSettings) -> float:
+    model.eval()
+    with torch.no_grad():
+        return float(sum(_loss(model, b, settings) * b.num_graphs for b in _batches(graphs, 512)) / len(graphs))
+
+
+def _batches(graphs: Sequence[LogData], size: int, order: Sequence[int] | None = None):
+    order = range(len(graphs)) if order is None else order
+    order = list(order)
+    for start in range(0, len(order), size):
+        yield Batch.from_data_list([graphs[i] for i in order[start : start + size]])
+
+
+def _train(model: LogGNN, train: Sequence[LogData], held: Sequence[LogData], settings: LogTrainSettings) -> None:
+    """AdamW over ``train`` in batches drawn once and visited in a new order each epoch; the state with the
+    lowest loss on ``held`` (or the last one) is kept."""
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.lr, weight_decay=settings.weight_decay)
+    rng = np.random.default_rng(settings.seed)
+    batches = list(_batches(train, settings.batch_size, rng.permutation(len(train))))  # collated once
+    best, best_state = float("inf"), None
+    for _ in range(settings.epochs):
+        model.train()
+        for k in rng.permutation(len(batches)):
+            batch = batches[k]
+            optimizer.zero_grad()
+            _loss(model, batch, settings).backward()
+            optimizer.step()
+        if held:
+            loss = _held_loss(model, held, settings)
+            if loss < best:
+                best, best_state = loss, copy.deepcopy(model.state_dict())
+    if best_state is not None:
+        model.load_state_dict(best_state)
+
+
+def predict(model: LogGNN, graphs: Sequence[LogData], calibrated: bool = True, batch_size: int = 256) -> list:
+    """Per log: ``(step scores [m], agent scores [a])`` as numpy, calibrated probabilities (else raw logits)."""
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for batch in _batches(graphs, batch_size):
+            step, agent = model.probabilities(batch) if calibrated else model(batch)
+            graph_of = batch.batch[batch.blame_node]
+            agent_graph = torch.zeros_like(agent, dtype=torch.long).scatter_(0, batch.agent_of, graph_of)
+            for k in range(batch.num_graphs):
+                out.append((step[graph_of == k].numpy(), agent[agent_graph == k].numpy()))
+    return out
+
+
+def _calibrate(model: LogGNN, held: Sequence[LogData]) -> None:
+    """Fit the step temperature and the agents' Platt scaling on held-out logs."""
+    raw = predict(model, held, calibrated=False)
+    steps = [(s, int(g.step_y.argmax())) for (s, _), g in zip(raw, held) if g.step_y.sum() > 0]
+    t_s = fit_temperature([s for s, _ in steps], [k for _, k in steps])
+    z = np.concatenate([a for _, a in raw]) if raw else np.zeros(0)
+    y = torch.cat([g.agent_y for g in held]).numpy() if held else np.zeros(0)
+    known = ~np.isnan(y)
+    alpha, beta = fit_platt(z[known], y[known])
+    model.calibration.copy_(torch.tensor([t_s, alpha, beta]))
+
+
+def fit_log_gnn(
+    graphs: Sequence[LogData], config: LogGNNConfig | None = None, settings: LogTrainSettings | None = None
+) -> LogGNN:
+    """Train on ``graphs`` (see the module docstring): hold out a share, train, keep the best epoch, calibrate.
+
+    Raises:
+        UserError: no labelled log to train on.
+    """
+    settings = settings or LogTrainSettings()
+    labelled = [g for g in graphs if not torch.isnan(g.agent_y).all()]
+    if not labelled:
+        raise UserError("logs: the log GNN needs at least one log with faulty-agent labels")
+    torch.manual_seed(settings.seed)
+    model = LogGNN(config)
+    train_idx, held_idx = _split(labelled, settings.calibration_share, settings.seed)
+    train, held = [labelled[i] for i in train_idx], [labelled[i] for i in held_idx]
+    _standardize(model, train)
+    _train(model, train, held, settings)
+    if held:
+        _calibrate(model, held)
+    return model.eval()
+
+
+def default_log_gnn_path() -> Path:
+    """Where ``rrsi train-attribution --aegis`` writes without ``--out``: ``RRSI_HOME/models/log_gnn.pt``."""
+    return default_home() / "models" / "log_gnn.pt"
+
+
+def default_log_gnn() -> LogGNN:
+    """The log GNN shipped inside the package (:data:`SHIPPED_MODEL`).
+
+    Raises:
+        UserError: the file is missing or unreadable (an install without package data).
+    """
+    return LogGNN.load(SHIPPED_MODEL)[0]
