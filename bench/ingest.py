@@ -84,7 +84,7 @@ def main() -> None:
         remote = time.perf_counter() - t0
         assert stored == n - len(batches[0]) == ray.get(actor.stats.remote())["records"] - len(batches[0])
         ray.shutdown()
-    print(f"ingest of {n} step records in batches of {b} (WAL SQLite, synchronous=NORMAL)")
+    print(f"ingest of {n} step records in batches of {b} (WAL SQLite; the hub synchronous=FULL, raw NORMAL)")
     print(f"{'path':44}{'records/s':>12}{'vs raw':>9}")
     for name, secs in [("raw sqlite executemany (no validation)", base), ("hub.ingest_json in-process", local)]:
         print(f"{name:44}{n / secs:12,.0f}{base / secs:9.2f}")

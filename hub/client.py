@@ -29,6 +29,7 @@ from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig, default_store_path
 from rrsi.errors import ActorFailure, SchemaError, Unauthorized, UnknownAgent
 from rrsi.hub.hub import NAMESPACE, ReflectionHub, get_or_create_hub
+from rrsi.hub.ingest import RequestStored
 from rrsi.schema import AgentSpec, ParamSpec, validate
 
 __all__ = ["HubClient", "AgentHandle", "RemoteParams", "connect"]
@@ -162,6 +163,11 @@ class HubClient:
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         return self._invoke("ingest_json", batch)
+
+    def ingest_request(self, records: list[str], outcomes: list) -> RequestStored:
+        """One request's JSON records and trace verdicts, stored in one transaction (all or none); records of
+        an unregistered agent or code are refused with their reasons, the rest stored."""
+        return self._invoke("ingest_request", records, outcomes)
 
     def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
         """Keep records that could not be delivered, as ``(record JSON, reason)`` pairs."""

@@ -1,5 +1,4 @@
-"""The ReflectionHub: a thin Ray actor facade over the hub's parts, one module each.
-
+"""The ReflectionHub: a thin Ray actor facade over the hub's parts, one module each:
 :class:`~rrsi.hub.directory.AgentDirectory` (agents), :class:`~rrsi.hub.ingest.Ingestor` (records in),
 :class:`~rrsi.hub.incident_pipeline.IncidentPipeline` (attribute → reflect → plan → gate),
 :class:`~rrsi.hub.lifecycle.PlanLifecycle` (validation, approval, promotion, rollback),
@@ -25,7 +24,7 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.incident_pipeline import IncidentPipeline
-from rrsi.hub.ingest import Ingestor
+from rrsi.hub.ingest import Ingestor, RequestStored
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.pull_params import served_params
@@ -65,10 +64,8 @@ class ReflectionHub:
         self.metrics = HubMetrics()
         self.directory = AgentDirectory(self.store)
         self.intake = Ingestor(self.store, self.directory, self.metrics)
-        gate = Gate(self.store, self.directory.codes, self.config.gate)
-        self.lifecycle = PlanLifecycle(
-            self.store, self.config, gate, self.directory, Harnesses(namespace), self.metrics
-        )
+        gate, harnesses = Gate(self.store, self.directory.codes, self.config.gate), Harnesses(namespace)
+        self.lifecycle = PlanLifecycle(self.store, self.config, gate, self.directory, harnesses, self.metrics)
         self.reflectors = Reflectors(self.config.reflection, self.directory.codes, self.store, namespace)
         self.pipeline = IncidentPipeline(
             self.store, self.config, self.directory, self.reflectors, gate, self.lifecycle, self.metrics
@@ -83,8 +80,7 @@ class ReflectionHub:
             reflectors=self.reflectors,
             metrics=self.metrics,
         )
-        self._lock = threading.RLock()
-        self._loop = LoopSlot()
+        self._lock, self._loop = threading.RLock(), LoopSlot()
         settle_actor_heap()  # hosted as an actor: a long-running process (rrsi.heap says why)
 
     @locked
@@ -105,6 +101,10 @@ class ReflectionHub:
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         return self.intake.ingest_json(batch)
+
+    def ingest_request(self, records: list[str], outcomes: list[TraceOutcome | dict]) -> RequestStored:
+        """JSON records and verdicts in one transaction; refused records come back with their reasons."""
+        return self.intake.ingest_request(records, outcomes)
 
     def report_outcomes(self, outcomes: list[TraceOutcome | dict]) -> int:
         """Store end-of-task verdicts (evaluator, user, test); a failed one queues its trace for analysis."""
@@ -178,8 +178,9 @@ class ReflectionHub:
 
     def stats(self) -> dict[str, Any]:
         """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
-        pending = len(self.intake.pending)
-        return hub_stats(self.store, len(self.directory.specs), pending, self._loop.loop, self.reflectors)
+        return hub_stats(
+            self.store, len(self.directory.specs), len(self.intake.pending), self._loop.loop, self.reflectors
+        )
 
     def dead_letters(self, limit: int = 100) -> list[dict]:
         """The latest records refused or undeliverable, newest first, with their reasons."""

@@ -5,8 +5,13 @@ unchanged and the error names the record (``records[3].error_code: ...``). Harne
 batches are validated into plain dicts (:func:`~rrsi.schema_base.typed_dict_of`, the same
 constraints as :class:`~rrsi.schema.StepRecord`) and stored as received: no model instance is
 built on the hot path. Ingest takes no lock of the hub's, only the queue's, so records keep
-flowing while an analysis pass runs, and one batch's validation overlaps another's SQLite write. Failing traces
-wait in :attr:`Ingestor.pending` until an analysis pass takes them; a restarted hub finds
+flowing while an analysis pass runs, and one batch's validation overlaps another's SQLite write.
+
+Ingest is idempotent: a record already stored and a verdict equal to the stored one change
+nothing, are not counted again and queue nothing, so a sender that resends after a crash adds
+no evidence twice. :meth:`Ingestor.ingest_request` stores one request's records and verdicts
+(the OTLP receiver's, or several requests grouped into one commit) in one transaction. Failing
+traces wait in :attr:`Ingestor.pending` until an analysis pass takes them; a restarted hub finds
 them again as the store's failing traces that no incident covers yet. Traces whose analysis
 failed go back to the queue; after ``MAX_ATTEMPTS`` failed passes they are parked in the
 store with the reason, and never analysed again.
@@ -29,9 +34,9 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.metrics import HubMetrics
 from rrsi.schema import StepRecord, TraceOutcome, validate
 from rrsi.schema_base import typed_dict_of
-from rrsi.store import Store
+from rrsi.store import Store, Stored
 
-__all__ = ["Ingestor", "MAX_ATTEMPTS"]
+__all__ = ["Ingestor", "RequestStored", "MAX_ATTEMPTS"]
 
 MAX_ATTEMPTS = 3
 
@@ -77,6 +82,16 @@ class _CollectorPause:
 paused_gc = _CollectorPause()
 
 
+@dataclass(frozen=True)
+class RequestStored:
+    """What :meth:`Ingestor.ingest_request` did: new records and verdicts stored, and the records refused as
+    ``(index, reason)``."""
+
+    records: int
+    outcomes: int
+    refused: list[tuple[int, str]]
+
+
 @dataclass(slots=True)
 class RecordHead:
     """What ingest needs of a record it stores as received (the attributes of a
@@ -109,6 +124,16 @@ def _json_or_raise(text: str, i: int) -> Any:
     if not isinstance(value, dict):
         raise SchemaError(f"records[{i}]: expected one JSON object (a StepRecord), got {type(value).__name__}")
     return value
+
+
+def _checked_outcomes(outcomes: list[TraceOutcome | dict]) -> list[TraceOutcome]:
+    """Every verdict validated (instances too: they may have skipped validation); a bad one names its index."""
+    if not isinstance(outcomes, (list, tuple)):
+        raise SchemaError(f"outcomes: expected a list of TraceOutcomes or dicts, got {type(outcomes).__name__}")
+    return [
+        validate(TraceOutcome, o.model_dump() if isinstance(o, TraceOutcome) else o, where=f"outcomes[{i}]")
+        for i, o in enumerate(outcomes)
+    ]
 
 
 def _name_culprit(batch: list[str]) -> None:
@@ -145,16 +170,55 @@ class Ingestor:
             record = validate(StepRecord, data, where=f"records[{i}]")
             self.directory.check_record(i, record)
             checked.append(record)
-        return self._store(checked)
+        return len(self._store(checked).records)
 
     def ingest_json(self, batch: list[str]) -> int:
         """``ingest`` for JSON-encoded records, as harnesses ship them: parsed as one JSON array."""
+        with paused_gc():  # the batch's dicts are gone when it ends: no collection needs to see them
+            heads, bodies = self._parse_json(batch)
+            checked: set[tuple[str, str | None]] = set()
+            for i, head in enumerate(heads):
+                if (head.agent, head.error_code) not in checked:  # once per agent and code: the first bad one named
+                    self.directory.check_record(i, head)
+                    checked.add((head.agent, head.error_code))
+            return len(self._store(heads, bodies).records)
+
+    def ingest_request(self, batch: list[str], outcomes: list[TraceOutcome | dict]) -> RequestStored:
+        """One request's step records (JSON strings, as ``ingest_json``) and end-of-task verdicts, stored in
+        one transaction: all of them or none. A record of an unregistered agent or with an undeclared code is
+        refused (left out, with the reason) and the rest stored; a malformed record or verdict rejects the
+        call unchanged. A record or verdict already stored changes nothing and queues nothing."""
+        with paused_gc():
+            heads, bodies = self._parse_json(batch)
+            checked = _checked_outcomes(outcomes)
+            refusals: dict[tuple[str, str | None], str | None] = {}
+            kept, refused = [], []
+            for i, head in enumerate(heads):
+                key = (head.agent, head.error_code)
+                if key not in refusals:
+                    refusals[key] = self._refusal(head)
+                if refusals[key] is None:
+                    kept.append(i)
+                else:
+                    refused.append((i, refusals[key]))
+            stored = self._store([heads[i] for i in kept], [bodies[i] for i in kept], checked)
+        return RequestStored(len(stored.records), len(stored.outcomes), refused)
+
+    def _refusal(self, head: RecordHead) -> str | None:
+        """Why the hub does not take a record of this agent and code, or None."""
+        if head.agent not in self.directory.specs:
+            return f"agent {head.agent!r} is not registered with the hub (register it first: register_pull_agent)"
+        if head.error_code is not None and head.error_code not in self.directory.error_types():
+            return (
+                f"error code {head.error_code!r} is not registered (declare it as a param's error_code, "
+                "or set rrsi.error_code to a registered one)"
+            )
+        return None
+
+    def _parse_json(self, batch: list[str]) -> tuple[list[RecordHead], list[str]]:
+        """Every record of the batch validated: its head and its body to store (a SchemaError names the bad one)."""
         if not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
             raise SchemaError("batch: expected a list of JSON strings, one StepRecord each")
-        with paused_gc():  # the batch's dicts are gone when it ends: no collection needs to see them
-            return self._ingest_json(batch)
-
-    def _ingest_json(self, batch: list[str]) -> int:
         try:
             dicts = _RECORDS.validate_json("[" + ",".join(batch) + "]")
         except ValidationError:
@@ -165,41 +229,33 @@ class Ingestor:
         if len(dicts) != len(batch):
             _name_culprit(batch)
             raise SchemaError(f"batch: {len(batch)} strings held {len(dicts)} records; send one record per string")
-        heads, bodies, checked = [], list(batch), set()
+        heads, bodies = [], list(batch)
         for i, d in enumerate(dicts):
             if len(d) != _FIELDS or not d["scratchpad"].strip():
                 # a field left to its default (filled in here), or the model's own checks: the full model decides
                 record = validate(StepRecord, d, where=f"records[{i}]")
                 d, bodies[i] = record.model_dump(), record.model_dump_json()
-            head = RecordHead.of(d)
-            if (head.agent, head.error_code) not in checked:  # once per agent and code: the first bad one is named
-                self.directory.check_record(i, head)
-                checked.add((head.agent, head.error_code))
-            heads.append(head)
-        return self._store(heads, bodies)
+            heads.append(RecordHead.of(d))
+        return heads, bodies
 
-    def _store(self, records: list[StepRecord | RecordHead], bodies: list[str] | None = None) -> int:
+    def _store(
+        self, records: list[StepRecord | RecordHead], bodies: list[str] | None = None, outcomes: list = ()
+    ) -> Stored:
+        """Store records and verdicts in one transaction; only the new ones queue their traces and are counted."""
         with self._lock:
-            new = self.store.add_records(records, bodies)
+            stored = self.store.add_batch(records, bodies, outcomes)
+            fresh = [records[i] for i in stored.records]
             now, pending = time.monotonic(), self.pending
-            pending.update((r.trace_id, now) for r in records if r.failed or r.trace_id in pending)
-            self.metrics.ingested(records, self.directory.error_types())
-        return new
+            pending.update((r.trace_id, now) for r in fresh if r.failed or r.trace_id in pending)
+            pending.update((outcomes[i].trace_id, now) for i in stored.outcomes if not outcomes[i].ok)
+            self.metrics.ingested(fresh, self.directory.error_types())
+        return stored
 
     def report_outcomes(self, outcomes: list[TraceOutcome | dict]) -> int:
         """Validate every end-of-task verdict, then store them all (a bad one rejects the batch unchanged); a
-        failed verdict queues its trace for analysis like a failing step. Returns how many changed the store."""
-        if not isinstance(outcomes, (list, tuple)):
-            raise SchemaError(f"outcomes: expected a list of TraceOutcomes or dicts, got {type(outcomes).__name__}")
-        checked = [
-            validate(TraceOutcome, o.model_dump() if isinstance(o, TraceOutcome) else o, where=f"outcomes[{i}]")
-            for i, o in enumerate(outcomes)
-        ]
-        with self._lock:
-            new = self.store.put_outcomes(checked)
-            now = time.monotonic()
-            self.pending.update((o.trace_id, now) for o in checked if not o.ok)
-        return new
+        failed verdict that changed the store queues its trace for analysis like a failing step. Returns how
+        many changed the store."""
+        return len(self._store([], None, _checked_outcomes(outcomes)).outcomes)
 
     def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
         """Keep records a sender could not deliver, as ``(body, reason)`` pairs; returns how many were kept."""

@@ -74,6 +74,13 @@ METRICS: tuple[MetricSpec, ...] = (
         "analysis_errors", "rrsi_analysis_errors", "gauge", "analysis failures since the hub started", ("stage",)
     ),
     MetricSpec("dead_letters", "rrsi_dead_letters", "gauge", "records kept in the store's dead letters"),
+    MetricSpec(
+        "canaries_stalled",
+        "rrsi_canaries_stalled",
+        "gauge",
+        "canaries since the hub started whose candidate got no traffic, by what became of them (parked, or shadow)",
+        ("resolution",),
+    ),
     MetricSpec("passes", "rrsi_analysis_passes_total", "counter", "analysis passes completed (the loop's heartbeat)"),
     MetricSpec(
         "last_pass",
@@ -92,6 +99,7 @@ class HubMetrics:
         self._m: dict[str, metrics.Metric] | None = None
         self._window: dict[str, list[int]] = {}
         self._errors: dict[str, int] = {"incident": 0, "pass": 0}
+        self._stalled: dict[str, int] = {}
 
     def _get(self) -> dict[str, metrics.Metric] | None:
         if self._m is None and ray.is_initialized():
@@ -131,6 +139,8 @@ class HubMetrics:
             for stage, n in self._errors.items():
                 m["analysis_errors"].set(n, tags={"stage": stage})
             m["dead_letters"].set(dead_letters)
+            for resolution in ("parked", "shadow"):  # published from the first pass, so a dashboard sees 0
+                m["canaries_stalled"].set(self._stalled.get(resolution, 0), tags={"resolution": resolution})
 
     def incident(self, attribution_s: float) -> None:
         if (m := self._get()) is not None:
@@ -152,6 +162,12 @@ class HubMetrics:
         self._errors[stage] = self._errors.get(stage, 0) + 1
         if (m := self._get()) is not None:
             m["analysis_errors"].set(self._errors[stage], tags={"stage": stage})
+
+    def canary_stalled(self, resolution: str) -> None:
+        """A stalled canary: ``parked``, or judged by ``shadow`` replay (:mod:`rrsi.hub.canary_stall`)."""
+        if (m := self._get()) is not None:
+            self._stalled[resolution] = self._stalled.get(resolution, 0) + 1
+            m["canaries_stalled"].set(self._stalled[resolution], tags={"resolution": resolution})
 
     def drift(self, agent: str, value: float) -> None:
         if (m := self._get()) is not None:

@@ -17,7 +17,13 @@ loader's mapping — into step records and trace outcomes. Spans of a registered
 registered error code (or none) are stored once each, whatever is resent; spans that are no
 agent's step (HTTP, database) are accepted and ignored. A context participant (the user, the
 root workflow span) is registered on first sight as an agent without params, so its step is
-stored with the trace; it is never blamed. The answer follows the OTLP spec: 200 with an empty
+stored with the trace; it is never blamed (:mod:`rrsi.hub.span_intake`).
+
+A request is acknowledged (200) only once its records and verdicts are committed, together in
+one transaction and durably (:mod:`rrsi.store`: the commit survives a power loss); requests
+that arrive while the hub commits share its next commit (:mod:`rrsi.hub.group_commit`). A
+request resent after a lost answer stores nothing twice and adds no evidence. The answer
+follows the OTLP spec: 200 with an empty
 ``ExportTraceServiceResponse``, or with ``partial_success`` giving the number of rejected
 spans and the first reasons (no agent on the span, an unregistered agent or code, a value out
 of range); 400 with a ``google.rpc.Status`` naming the field for a payload that is not a
@@ -43,14 +49,13 @@ from typing import Any
 
 from aiohttp import web
 
-from rrsi.errors import NotFound, RRSIError, SchemaError, UserError
+from rrsi.errors import NotFound, RRSIError, UserError
 from rrsi.hub.auth import hub_token, token_matches
-from rrsi.schema import StepRecord
-from rrsi.traces.agent_names import is_context_step
-from rrsi.traces.otel import map_spans
-from rrsi.traces.otlp import UnsupportedEncoding, decode_request, encode_response, encode_status, media_type
+from rrsi.hub.group_commit import GroupCommit
+from rrsi.hub.span_intake import Accepted, SpanIntake
+from rrsi.traces.otlp import UnsupportedEncoding, encode_response, encode_status, media_type
 
-__all__ = ["OtlpReceiver", "SpanIntake", "Accepted"]
+__all__ = ["OtlpReceiver"]
 
 log = logging.getLogger(__name__)
 
@@ -59,79 +64,13 @@ _REASONS_SHOWN = 5
 _GRPC_INVALID_ARGUMENT, _GRPC_UNAUTHENTICATED, _GRPC_UNAVAILABLE = 3, 16, 14
 
 
-class Accepted(dict):
-    """What one request did: ``stored`` records, ``outcomes`` stored, ``rejected`` spans and ``reasons``."""
-
-
-class SpanIntake:
-    """Maps spans and hands the hub what it can take; counts and explains the rest.
-
-    Args:
-        hub: anything with the hub's methods, called synchronously: a :class:`~rrsi.hub.client.HubClient`
-            or an in-process :class:`~rrsi.hub.hub.ReflectionHub`.
-    """
-
-    def __init__(self, hub: Any) -> None:
-        self.hub = hub
-
-    def _refusal(self, record: StepRecord, agents: set[str], codes: set[str]) -> str | None:
-        if record.agent not in agents:
-            return f"agent {record.agent!r} is not registered with the hub (register it first: register_pull_agent)"
-        if record.error_code is not None and record.error_code not in codes:
-            return (
-                f"error code {record.error_code!r} is not registered (declare it as a param's error_code, "
-                "or set rrsi.error_code to a registered one)"
-            )
-        return None
-
-    def _ingest(self, records: list[StepRecord], reasons: list[str]) -> int:
-        """One batch; when the hub refuses it (registration changed meanwhile), one record at a time."""
-        try:
-            return self.hub.ingest([r.model_dump() for r in records]) if records else 0
-        except UserError:
-            stored = 0
-            for r in records:
-                try:
-                    stored += self.hub.ingest([r.model_dump()])
-                except UserError as exc:
-                    reasons.append(f"span {r.step_id}: {_reason(exc)}")
-            return stored
-
-    def _register_participant(self, name: str) -> None:
-        """An agent without params: through a HubClient (``rrsi hub start --otlp``) or a hub in this process."""
-        if hasattr(self.hub, "register_pull_agent"):
-            self.hub.register_pull_agent(name)
-        else:
-            self.hub.register_agent({"name": name})
-
-    def accept(self, spans: list[dict]) -> Accepted:
-        """Store what maps; a malformed batch raises SchemaError before anything is stored."""
-        mapped = map_spans(spans, open_parents=True)
-        reasons = [r.reason for r in mapped.rejected]
-        agents = {a["name"] for a in self.hub.agents()}
-        for name in sorted({r.agent for r in mapped.records if is_context_step(r)} - agents):
-            self._register_participant(name)  # a user or workflow span: a participant, never blamed
-            agents.add(name)
-        codes = {c["code"] for c in self.hub.registry_entries()}
-        records = []
-        for record in mapped.records:
-            why = self._refusal(record, agents, codes)
-            if why is None:
-                records.append(record)
-            else:
-                reasons.append(f"span {record.step_id}: {why}")
-        stored = self._ingest(records, reasons)
-        outcomes = self.hub.report_outcomes([o.model_dump() for o in mapped.outcomes]) if mapped.outcomes else 0
-        return Accepted(stored=stored, outcomes=outcomes, rejected=len(reasons), reasons=reasons)
-
-
 def _reason(exc: Exception) -> str:
     """The error's own message: an error raised in the hub actor carries Ray's traceback before it."""
     return str(exc).strip().splitlines()[-1]
 
 
 def _message(accepted: Accepted) -> str:
-    reasons, n = accepted["reasons"], len(accepted["reasons"])
+    reasons, n = accepted.reasons, len(accepted.reasons)
     more = f" (and {n - _REASONS_SHOWN} more)" if n > _REASONS_SHOWN else ""
     return f"{n} span{'s' * (n != 1)} rejected: " + "; ".join(reasons[:_REASONS_SHOWN]) + more if reasons else ""
 
@@ -149,6 +88,7 @@ class OtlpReceiver:
     def __init__(self, hub: Any, host: str = "127.0.0.1", port: int = 4318, token: str | None = None) -> None:
         self.intake, self.host, self.port = SpanIntake(hub), host, port
         self.hub = hub
+        self._group = GroupCommit(self.intake)
         self.token = token or hub_token()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="rrsi-otlp-hub")
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -182,19 +122,17 @@ class OtlpReceiver:
     async def _traces(self, request: web.Request) -> web.Response:
         try:
             kind = media_type(request.headers.get("Content-Type"))
-            spans = decode_request(await request.read(), kind)
         except UnsupportedEncoding as exc:
             return web.Response(status=415, text=str(exc))
-        except SchemaError as exc:
-            return self._status(400, kind, _GRPC_INVALID_ARGUMENT, str(exc))
+        body = await request.read()
         try:
-            accepted = await self._call(self.intake.accept, spans)
-        except SchemaError as exc:
+            accepted = await asyncio.wrap_future(self._group.submit(body, kind))
+        except UserError as exc:
             return self._status(400, kind, _GRPC_INVALID_ARGUMENT, _reason(exc))
         except RRSIError as exc:
-            log.warning("OTLP receiver: the hub did not take %d spans: %s", len(spans), exc)
-            return self._status(503, kind, _GRPC_UNAVAILABLE, f"hub unavailable: {exc}")
-        body = encode_response(kind, accepted["rejected"], _message(accepted))
+            log.warning("OTLP receiver: the hub did not take a request: %s", exc)
+            return self._status(503, kind, _GRPC_UNAVAILABLE, f"hub unavailable: {_reason(exc)}")
+        body = encode_response(kind, accepted.rejected, _message(accepted))
         return web.Response(status=200, body=body, content_type=kind)
 
     @staticmethod
@@ -223,6 +161,7 @@ class OtlpReceiver:
             loop.run_until_complete(runner.setup())
             loop.run_until_complete(web.TCPSite(runner, self.host, self.port).start())
             self.port = runner.addresses[0][1]
+            self._group.start()
         except OSError as exc:
             self._error = exc
         self._ready.set()
@@ -251,6 +190,7 @@ class OtlpReceiver:
         if self._thread is not None and self._thread.is_alive() and self._loop is not None:
             self._loop.call_soon_threadsafe(self._stop.set)
             self._thread.join()
+        self._group.stop()
         self._pool.shutdown(wait=True)
 
     def __enter__(self) -> OtlpReceiver:

@@ -7,7 +7,7 @@ from typing import Any
 from rrsi.errors import SchemaError, UnknownIncident
 from rrsi.store import SAMPLE_STATES, Store
 
-__all__ = ["incident_list", "incident_view", "sample_rows", "store_counts"]
+__all__ = ["incident_list", "incident_view", "sample_rows", "store_counts", "parked_plans", "hub_stats"]
 
 
 def incident_list(store: Store, limit: int = 50) -> list[dict]:
@@ -58,15 +58,24 @@ def store_counts(store: Store) -> dict[str, int]:
     return {"records": store.count_records(), **{t: store.count(t) for t in tables}}
 
 
+def parked_plans(store: Store, limit: int = 10) -> list[dict]:
+    """The latest canaries parked because their candidate got no traffic, newest first, with the reason."""
+    return [
+        {"plan_id": p.plan_id, "agents": [u.agent for u in p.updates], "reason": p.canary.reason if p.canary else ""}
+        for p in reversed(store.plans("parked")[-limit:])
+    ]
+
+
 def hub_stats(store: Store, agents: int, pending: int, loop, reflectors) -> dict[str, Any]:
-    """What ``rrsi hub status`` shows: store counts, the loop's health (``loop``: an
-    :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use (``reflectors``:
-    :class:`~rrsi.hub.reflectors.Reflectors`)."""
+    """What ``rrsi hub status`` shows: store counts, the canaries parked for want of traffic, the loop's
+    health (``loop``: an :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use
+    (``reflectors``: :class:`~rrsi.hub.reflectors.Reflectors`)."""
     retrainer = reflectors.retrainer
     return {
         "agents": agents,
         **store_counts(store),
         "pending_traces": pending,
+        "parked_plans": parked_plans(store),
         "analysis_loop": loop is not None,
         "loop": loop.status() if loop is not None else None,
         "reflector": reflectors.config.reflector,

@@ -1,8 +1,11 @@
 """SQLite store (WAL) for step records, incidents, reflections, plans and parameter versions.
 
-Writes commit before they return, so a record acknowledged is a record stored. Step
-records are keyed by ``trace_id/step_id``: ingesting the same record twice stores it once
-(at-least-once delivery becomes exactly-once storage). Records the hub refused are kept in
+Writes commit before they return, and a commit is durable: the connection runs
+``synchronous=FULL``, so the write-ahead log is fsynced before COMMIT returns and a write that
+returned survives the process's death, an OS crash and a power loss. Step records are keyed by
+``trace_id/step_id``: ingesting the same record twice stores it once (at-least-once delivery
+becomes exactly-once storage), and :meth:`Store.add_batch` says which records and verdicts of a
+batch were new, stored together in one transaction. Records the hub refused are kept in
 ``dead_letters`` with the reason; traces the analysis gave up on are kept in
 ``parked_traces`` with theirs.
 
@@ -17,13 +20,14 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rrsi.errors import StoreError
+from rrsi.new_rows import UPSERT_OUTCOME, Stored, changed_outcomes, new_records, outcome_row, record_row
 from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, TraceOutcome, UpdatePlan
 
-__all__ = ["Store", "ParamVersion", "SAMPLE_STATES", "SCHEMA_VERSION"]
+__all__ = ["Store", "Stored", "ParamVersion", "SAMPLE_STATES", "SCHEMA_VERSION"]
 
 _SCHEMA_V1 = """
 CREATE TABLE IF NOT EXISTS records (
@@ -62,19 +66,8 @@ SCHEMA_VERSION = len(_MIGRATIONS)
 ParamVersion = tuple[int, dict[str, float], str, str | None]
 SAMPLE_STATES = ("pending", "ready", "used", "dropped")  # a retraining sample's life (rrsi.hub.lm.retraining)
 _TABLES = frozenset(
-    {
-        "records",
-        "agents",
-        "incidents",
-        "reflections",
-        "plans",
-        "approvals",
-        "param_versions",
-        "samples",
-        "dead_letters",
-        "parked_traces",
-        "trace_outcomes",
-    }
+    "records agents incidents reflections plans approvals param_versions samples dead_letters parked_traces "
+    "trace_outcomes".split()
 )
 
 
@@ -88,7 +81,7 @@ class Store:
         try:
             self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute("PRAGMA synchronous=FULL")  # an acknowledged write survives power loss
             self._migrate()
         except sqlite3.Error as exc:
             raise StoreError(f"store {self.path}: cannot open ({exc})") from None
@@ -117,15 +110,25 @@ class Store:
 
     def _transaction(self, statements: list[tuple[str, Iterable[tuple]]]) -> int:
         """Run every statement in one transaction: all of them take effect or none does."""
+
+        def run(cur: sqlite3.Cursor) -> int:
+            before = self._db.total_changes
+            for sql, rows in statements:
+                cur.executemany(sql, rows)
+            return self._db.total_changes - before
+
+        return self._atomic(run)
+
+    def _atomic(self, work: Callable[[sqlite3.Cursor], object]):
+        """``work(cursor)`` in one write transaction (reads inside it see no other writer); committed
+        durably when it returns, rolled back when it raises."""
         with self._lock:
             try:
                 cur = self._db.cursor()
                 cur.execute("BEGIN IMMEDIATE")
-                before = self._db.total_changes
-                for sql, rows in statements:
-                    cur.executemany(sql, rows)
+                result = work(cur)
                 cur.execute("COMMIT")
-                return self._db.total_changes - before
+                return result
             except sqlite3.Error as exc:
                 if self._db.in_transaction:
                     self._db.execute("ROLLBACK")
@@ -139,17 +142,30 @@ class Store:
                 raise StoreError(f"store {self.path}: read failed ({exc})") from None
 
     def add_records(self, records: list[StepRecord], bodies: list[str] | None = None) -> int:
-        """Store records (already validated); return how many were new.
+        """Store records (already validated); return how many were new (see :meth:`add_batch`)."""
+        return len(self.add_batch(records, bodies).records)
+
+    def add_batch(
+        self, records: list[StepRecord], bodies: list[str] | None = None, outcomes: list[TraceOutcome] = ()
+    ) -> Stored:
+        """Store records and end-of-task verdicts (all already validated) in one transaction: all of them
+        take effect or none does. A record already stored stores nothing; a verdict resent (same ok, code and
+        source, at any time) stores nothing, and a different verdict for the same trace replaces the old one.
 
         ``bodies`` may carry each record's JSON as received, when it spells out every field,
         which saves serializing it again.
         """
         bodies = bodies or [r.model_dump_json() for r in records]
-        rows = [
-            (r.record_id, r.trace_id, r.agent, r.error_code, r.params_version, r.timestamp, body)
-            for r, body in zip(records, bodies)
-        ]
-        return self._write("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?)", rows)
+        outcomes = list(outcomes)
+
+        def write(cur: sqlite3.Cursor) -> Stored:
+            fresh, changed = new_records(cur, records), changed_outcomes(cur, outcomes)
+            rows = [record_row(records[i], bodies[i]) for i in fresh]
+            cur.executemany("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?)", rows)
+            cur.executemany(UPSERT_OUTCOME, [outcome_row(outcomes[i]) for i in changed])
+            return Stored(fresh, changed)
+
+        return self._atomic(write)
 
     def outcomes(self, agent: str, version: int, since: float | None = None) -> tuple[int, int]:
         """(steps, failed steps) of one agent's records at one params version (from ``since``, epoch seconds)."""
@@ -346,17 +362,8 @@ class Store:
         return [{"agent": a, "reason": r, "ts": ts, "body": b} for a, r, ts, b in rows]
 
     def put_outcomes(self, outcomes: list[TraceOutcome]) -> int:
-        """Store end-of-task verdicts (already validated); returns how many changed the store. A verdict
-        resent (same ok, code and source, at any time) stores nothing; a different verdict for the same
-        trace replaces the old one."""
-        rows = [(o.trace_id, int(o.ok), o.error_code, o.source, o.timestamp, o.model_dump_json()) for o in outcomes]
-        sql = (
-            "INSERT INTO trace_outcomes VALUES (?,?,?,?,?,?) ON CONFLICT(trace_id) DO UPDATE SET "
-            "ok = excluded.ok, error_code = excluded.error_code, source = excluded.source, ts = excluded.ts, "
-            "body = excluded.body WHERE ok != excluded.ok OR error_code IS NOT excluded.error_code "
-            "OR source != excluded.source"
-        )
-        return self._write(sql, rows)
+        """Store end-of-task verdicts (already validated); returns how many changed the store (:meth:`add_batch`)."""
+        return len(self.add_batch([], None, outcomes).outcomes)
 
     def outcomes_for(self, trace_ids: Iterable[str]) -> dict[str, TraceOutcome]:
         """The stored verdicts of these traces (those that have one)."""

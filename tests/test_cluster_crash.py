@@ -414,17 +414,18 @@ def check_records(db: sqlite3.Connection, lines: list[dict]) -> None:
     assert {t for line in lines for t in line["failing"]} <= failing
 
 
-def check_plans(db: sqlite3.Connection) -> list[UpdatePlan]:
+def check_plans(db: sqlite3.Connection, promoted: bool = True) -> list[UpdatePlan]:
     """No plan half-applied: a plan past the gate has the param versions of all its agents, in its own
-    state; one short of it has none; every param version belongs to a plan in the version's state."""
+    state; one short of it has none; every param version belongs to a plan in the version's state
+    (and, with ``promoted``, some plan was promoted)."""
     plans = [UpdatePlan.model_validate_json(b) for (b,) in db.execute("SELECT body FROM plans")]
     assert {p.plan_id: p.state for p in plans} == dict(db.execute("SELECT plan_id, state FROM plans"))
-    assert any(p.state == "promoted" for p in plans)
+    assert not promoted or any(p.state == "promoted" for p in plans)
     versions = {
         (a, v): (s, pid) for a, v, s, pid in db.execute("SELECT agent, version, state, plan_id FROM param_versions")
     }
     for p in plans:
-        if p.state in ("promoted", "canary", "rolled_back"):
+        if p.state in ("promoted", "canary", "rolled_back", "parked"):
             rows = {(u.agent, u.version_new): versions.get((u.agent, u.version_new)) for u in p.updates}
             assert all(row == (p.state, p.plan_id) for row in rows.values()), (p.plan_id, p.state, rows)
         else:  # proposed or blocked: nothing of it reached the agents
