@@ -3,7 +3,8 @@
 For every declared param with an error code, the failing records carrying that code vote
 for a direction through the symptom phrases of their scratchpads ("too low" → increase).
 The param gets an action only when the votes are one-sided (the evidence test of
-:mod:`rrsi.evidence`: a one-sided sign test, P(X ≥ k | n, ½) < α with n ≥ ``min_evidence``).
+:mod:`rrsi.evidence`: a one-sided sign test with n ≥ ``min_evidence``, sequential when the rule
+has a horizon, as the hub's is by default).
 Noise failures point both ways and cancel out, so an agent at its optimum is left alone.
 Confidence is the posterior mean of the agreeing share, (k + 1) / (n + 2).
 """

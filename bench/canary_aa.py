@@ -1,6 +1,7 @@
-"""False promotions and power of the canary under continuous monitoring.
+"""False promotions and power of the canary under continuous monitoring, and of the sequential shadow replay.
 
     python bench/canary_aa.py [--canaries 1000] [--tasks-per-pass 200] [--base 0.20] [--effect 0.05]
+                              [--replays 4000] [--shadow-effect 0.05]
 
 Each simulated canary serves ``canary_share`` of ``--tasks-per-pass`` tasks per analysis pass
 to the candidate and the rest to the incumbent, and the verdict is asked at EVERY pass until
@@ -10,6 +11,15 @@ false-promotion rate; A/B canaries (candidate fails ``--effect`` less) measure t
 Two tests on the same draws: the baseline re-tests a fixed-sample one-sided two-proportion z
 at α on every pass (a fixed-sample test, peeked at), and the hub's always-valid
 mSPRT (:func:`rrsi.hub.canary.canary_verdict`).
+
+Shadow replays: the candidate and the incumbent each fail a replayed task independently (an
+executor that samples), at ``--base`` (A/A) or the candidate ``--shadow-effect`` less (A/B). A
+replay looks at the latest ``shadow_tasks`` tasks and, while the candidate leans better but
+cannot pass, at twice as many up to ``shadow_max_tasks`` (what
+:meth:`~rrsi.hub.lifecycle.PlanLifecycle.replay` does); the hub's sequential sign test
+(:func:`rrsi.hub.shadow.shadow_verdict`) beside the fixed-sample sign test at α at the first look
+only (one replay of ``shadow_tasks``) and applied at every look. A ladder's larger steps are
+tested only after its first passed, so its false promotions are the first's.
 """
 
 from __future__ import annotations
@@ -20,6 +30,9 @@ import numpy as np
 
 from rrsi.config import ValidationConfig
 from rrsi.hub.canary import canary_verdict, two_proportion_p
+from rrsi.hub.shadow import compare, shadow_settled, shadow_verdict
+from rrsi.schema import ReplayPair
+from rrsi.stats import sign_test
 
 
 def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: ValidationConfig) -> str:
@@ -59,6 +72,27 @@ def rates(rng, n: int, p_inc: float, p_cand: float, tasks: int, cfg: ValidationC
     return z, msprt, float(np.mean([r[2] for r in runs]))
 
 
+def run_replay(rng: np.random.Generator, p_inc: float, p_cand: float, cfg: ValidationConfig) -> tuple[bool, bool, bool]:
+    """(fixed sign test at the first look, at every look, sequential sign test) promoted, of one extended replay."""
+    tasks = cfg.shadow_max_tasks
+    inc, cand = rng.random(tasks) < p_inc, rng.random(tasks) < p_cand
+    pairs = lambda n: [ReplayPair(bool(i), bool(c), None, None) for i, c in zip(inc[-n:], cand[-n:])]  # noqa: E731
+    n, fixed = cfg.shadow_tasks, False
+    one_look = shadow_verdict(pairs(n), cfg.model_copy(update={"shadow_max_tasks": n}))[0] == "promote"
+    while True:
+        b, c = compare(pairs(n))
+        fixed = fixed or (sign_test(b, b + c) < cfg.canary_alpha and b > c)
+        if n >= tasks or shadow_settled(pairs(n), cfg):
+            break
+        n = min(2 * n, tasks)
+    return one_look, fixed, shadow_verdict(pairs(n), cfg)[0] == "promote"
+
+
+def replay_rates(rng, n: int, p_inc: float, p_cand: float, cfg: ValidationConfig) -> tuple[float, float, float]:
+    runs = [run_replay(rng, p_inc, p_cand, cfg) for _ in range(n)]
+    return tuple(sum(r[k] for r in runs) / n for k in range(3))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--canaries", type=int, default=1000)
@@ -66,6 +100,8 @@ def main() -> None:
     ap.add_argument("--base", type=float, default=0.20)
     ap.add_argument("--effect", type=float, default=0.05)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--replays", type=int, default=4000)
+    ap.add_argument("--shadow-effect", type=float, default=0.05)
     args = ap.parse_args()
     cfg = ValidationConfig()
     rng = np.random.default_rng(args.seed)
@@ -79,6 +115,16 @@ def main() -> None:
     print(f"{'baseline: fixed z, every pass':<34}{aa[0]:>24.3f}{ab[0]:>14.3f}")
     print(f"{'hub: always-valid mSPRT':<34}{aa[1]:>24.3f}{ab[1]:>14.3f}")
     print(f"passes looked at per canary: A/A {aa[2]:.1f}, A/B {ab[2]:.1f}")
+    saa = replay_rates(rng, args.replays, args.base, args.base, cfg)
+    sab = replay_rates(rng, args.replays, args.base, args.base - args.shadow_effect, cfg)
+    print(
+        f"\n{args.replays} shadow replays per arm, {cfg.shadow_tasks} tasks doubling to {cfg.shadow_max_tasks}, "
+        f"effect {args.shadow_effect}"
+    )
+    print(f"{'test':<34}{'false promotions (A/A)':>24}{'power (A/B)':>14}")
+    print(f"{'fixed sign test, first look only':<34}{saa[0]:>24.4f}{sab[0]:>14.3f}")
+    print(f"{'fixed sign test, every look':<34}{saa[1]:>24.4f}{sab[1]:>14.3f}")
+    print(f"{'hub: sequential sign test':<34}{saa[2]:>24.4f}{sab[2]:>14.3f}")
 
 
 if __name__ == "__main__":

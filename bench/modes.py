@@ -6,7 +6,11 @@
 Per scenario and mode, averaged over seeds: failure rate of round 1 and of the last round,
 updates applied, spurious updates (to agents that were not a root cause that round), the
 largest drift of an agent that was never a planted root, the hub's attribution top-1 against
-the simulator's ground truth and, beside it, most-upstream's top-1 on the same traces. ``hub``
+the simulator's ground truth and, beside it, most-upstream's top-1 on the same traces. A second
+table gives, per scenario and mode, the rounds until the failure rate is within 10 % of the
+reachable optimum (a rolling mean of 3 rounds; a run that never gets there counts as rounds + 1,
+and the mean is marked "+"), and the mean of the last 3 rounds over the reachable optimum's on
+the same tasks (:mod:`rrsi.sim.reachable`: high-risk params stay where they are). ``hub``
 runs twice, with the GNN attribution (checked against step confidences) and with the
 most-upstream baseline driving the loop. For a scenario with ``shifts`` the hub's failure
 rate the round before the first shift and three rounds after it follows the table.
@@ -39,7 +43,7 @@ def _mean(values) -> float | None:
 
 
 def _runs(scenario: Scenario, seeds: list[int], config: HubConfig, tmp: Path) -> list[dict]:
-    baseline = config.model_copy(update={"attribution": "most_upstream"})
+    baseline = config.replace(attribution="most_upstream")
     out = []
     for seed in seeds:
         run = run_demo(scenario, list(MODES), scenario.rounds, seed, tmp / f"{scenario.name}-{seed}", config)
@@ -55,6 +59,22 @@ def _rows(name: str, runs: list[dict]) -> list[tuple]:
         tops = (_mean(f["attribution_top1"] for f in finals), _mean(f.get("baseline_top1") for f in finals))
         rows.append((name, mode, *(statistics.mean(f[k] for f in finals) for k in KEYS), *tops))
     return rows
+
+
+def _convergence(name: str, runs: list[dict], rounds: int) -> list[str]:
+    """Rows of the second table: rounds to within 10 % of the reachable optimum and last-3 mean over it."""
+    out = []
+    for mode in ("hub", "independent", HUB_MU, "none"):
+        finals = [r[mode]["final"] for r in runs]
+        to = [f["rounds_to_within_10pct"] for f in finals]
+        mark = "+" if None in to else ""
+        reach = statistics.mean(rounds + 1 if t is None else t for t in to)
+        ratio = _mean(f["last3_over_reachable"] for f in finals)
+        shown = "—" if ratio is None else f"{ratio:.2f}"
+        spurious = statistics.mean(f["spurious_updates"] for f in finals)
+        reachable = statistics.mean(f["reachable_last3"] for f in finals)
+        out.append(f"| {name} | {mode} | {reach:.1f}{mark} | {shown} | {reachable:.3f} | {spurious:.1f} |")
+    return out
 
 
 def _shift_line(scenario: Scenario, runs: list[dict]) -> str | None:
@@ -83,6 +103,13 @@ def _print(rows: list[tuple], notes: list[str], header: str) -> None:
         print(note)
 
 
+def _print_convergence(lines: list[str]) -> None:
+    print("\n| scenario | mode | rounds to within 10 % | last-3 mean / reachable | reachable (last 3) | spurious |")
+    print("|---|---|---|---|---|---|")
+    for line in lines:
+        print(line)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--scenarios", default=",".join(n for n in bundled_names()))
@@ -106,12 +133,13 @@ def main() -> None:
         canary_share=args.canary_share,
     )
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="rrsi")
-    rows, notes = [], []
+    rows, notes, convergence = [], [], []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenarios.split(","):
             scenario = _scenario(name)
             runs = _runs(scenario, seeds, config, Path(tmp))
             rows += _rows(scenario.name, runs)
+            convergence += _convergence(scenario.name, runs, scenario.rounds)
             notes += [line for line in [_shift_line(scenario, runs)] if line]
     ray.shutdown()
     _print(
@@ -120,6 +148,7 @@ def main() -> None:
         f"modes, {len(seeds)} seeds each (validation={args.validation}, approval={args.approval}, "
         f"canary share {args.canary_share}, reflector {args.reflector})",
     )
+    _print_convergence(convergence)
 
 
 if __name__ == "__main__":

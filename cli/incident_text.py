@@ -77,6 +77,9 @@ def why_nothing(view: dict) -> str | None:
     if not any(r["actions"] for r in view["reflection"]["reflections"]):
         return "the evidence did not support a change of any param yet (too few failures, or they point both ways)"
     if not plans:
+        held = view["incident"].get("held") or []
+        if held:
+            return "no param could move: " + "; ".join(f"{h['agent']}.{h['param']}: {h['reason']}" for h in held)
         return "the reflection's actions moved no param (already at a bound, or a step rounded to nothing)"
     if any(p["state"] == "blocked" for p in plans):
         return "the gate blocked the plan: see its reasons; `rrsi approve PLAN_ID` releases a high-risk one"
@@ -94,6 +97,7 @@ def incident_text(view: dict) -> str:
     ]
     for plan in view["plans"]:
         lines += _plan(plan)
+    lines += [f"could not move {h['agent']}.{h['param']}: {h['reason']}" for h in inc.get("held") or []]
     reason = why_nothing(view)
     if reason:
         lines.append(f"nothing changed: {reason}")

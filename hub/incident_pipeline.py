@@ -5,7 +5,11 @@ join their agent's standing evidence; the Reflector gets the evidence of the inc
 failing agents (those without a plan under validation) for ONE joint reflection; the gate
 splits its actions into those that may proceed and those held (low/medium/high risk, or a
 low-quality LM reflection held for review); each part becomes one jointly regularized plan:
-the held one is stored ``blocked``, the other goes to validation.
+the held one is stored ``blocked``, the other goes to validation — at the steps sized for its
+params (:mod:`rrsi.hub.step_sizes`) and, in shadow replay, at larger ones tried on the same
+tasks (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`). A param the reflection acted
+on that no plan moves (the gate's risk tier, a bound, no room in the trust region) is listed with
+its reason in the incident's ``held`` and in the plan's.
 
 Evidence per agent is spent when a reflection acts on the agent; otherwise it keeps
 gathering in a window of the latest ``max_evidence`` records (older ones are dropped, so an
@@ -28,13 +32,23 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.drift_watch import WideSteps
 from rrsi.hub.gating import Gate
 from rrsi.hub.incidents import make_incident
-from rrsi.hub.joint_update import plan_update
+from rrsi.hub.joint_update import Planned, solve_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.probes import Prober
 from rrsi.hub.reflectors import Reflectors
 from rrsi.hub.shadow import SILENT_SHARE
-from rrsi.schema import Attribution, GateDecision, Incident, JointReflection, StepRecord, Trace, UpdatePlan
+from rrsi.hub.step_sizes import Steps, ladder, sized_steps
+from rrsi.schema import (
+    Attribution,
+    GateDecision,
+    HeldParam,
+    Incident,
+    JointReflection,
+    StepRecord,
+    Trace,
+    UpdatePlan,
+)
 from rrsi.store import Store
 
 __all__ = ["Attributor", "IncidentPipeline", "record", "silent_share"]
@@ -131,7 +145,10 @@ class IncidentPipeline:
             eligible, held, decisions = self.gate.split(joint, self.directory.specs)
         else:
             eligible, held, decisions = None, joint, review
-        if self._plan(report, eligible, held, decisions, standing):
+        made, stuck = self._plan(report, eligible, held, decisions, standing)
+        if stuck:  # the params this incident's reflection acted on that no plan moves, and why
+            self.store.put_incident(incident.model_copy(update={"held": stuck}))
+        if made:
             self.reflectors.keep_sample(incident, standing, self.directory.specs, joint)
 
     def _probe(self, incident: Incident, standing: list[StepRecord], joint: JointReflection | None, report) -> None:
@@ -181,42 +198,62 @@ class IncidentPipeline:
         held: JointReflection | None,
         decisions: list[GateDecision],
         standing: list[StepRecord],
-    ) -> bool:
-        """A blocked plan for what the gate held and a validated plan for what it let through; whether any was made."""
+    ) -> tuple[bool, list[HeldParam]]:
+        """A blocked plan for what the gate held and a validated plan for what it let through; whether any was
+        made, and the params acted on that none moves (held by the gate, or by the solve)."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         planned = len(report.plans)
+        stuck = [
+            HeldParam(agent=d.agent, param=d.param, reason=f"risk tier {d.risk}: {d.reason}")
+            for d in decisions
+            if not d.eligible
+        ]
         if held is not None:
-            plan = self._solve(held, current)
+            plan = self._solve(held, current).plan
             if plan is not None:
                 gates = [d for d in decisions if not d.eligible]
-                plan = plan.model_copy(update={"plan_id": plan.plan_id + "-held", "gates": gates}).transition("blocked")
+                update = {"plan_id": plan.plan_id + "-held", "gates": gates, "held": stuck}
+                plan = plan.model_copy(update=update).transition("blocked")
                 self.store.put_plan(plan)
                 record(report, self.metrics, plan)
         if eligible is not None:
-            acting = {r.agent for r in eligible.reflections if r.actions}
-            share = silent_share(acting, standing)
-            plan = self._solve(eligible, current, self._step(acting, current, share))
-            if plan is not None:
-                gates = [d for d in decisions if d.eligible]
-                plan = plan.model_copy(update={"gates": gates, "silent_share": share})
-                self.store.put_plan(plan)
-                plan = self.lifecycle.validate(plan)
-                self.wide.settled(plan)
-                record(report, self.metrics, plan)
-        return len(report.plans) > planned
+            stuck += self._validated(report, eligible, decisions, standing, current)
+        return len(report.plans) > planned, stuck
+
+    def _validated(self, report, eligible: JointReflection, decisions, standing, current) -> list[HeldParam]:
+        """The eligible actions' plan at its sized steps (and, in shadow, larger ones), validated; the params
+        the solve cannot move."""
+        acting = {r.agent for r in eligible.reflections if r.actions}
+        share = silent_share(acting, standing)
+        steps = sized_steps(eligible, self.store.plans(), self.directory.specs, self.config.update)
+        candidates, stuck = [], None
+        shadow = self.config.validation.mode == "shadow"
+        for rung in ladder(steps, self._step(acting, current, share), self.config.update, shadow):
+            plan, held = self._solve(eligible, current, rung)
+            stuck = held if stuck is None else stuck
+            if plan is not None and all(plan.updates != c.updates for c in candidates):
+                candidates.append(plan)
+        if not candidates:
+            return stuck or []
+        gates = [d for d in decisions if d.eligible]
+        candidates = [p.model_copy(update={"gates": gates, "silent_share": share}) for p in candidates]
+        self.store.put_plan(candidates[0])
+        plan = self.lifecycle.validate_ladder(candidates)
+        self.wide.settled(plan)
+        record(report, self.metrics, plan)
+        return stuck or []
 
     def _step(self, agents: set[str], current, silent: float) -> float:
-        """How far an action without a value moves: wider for a re-opened agent (:class:`WideSteps`) and, on
-        silent evidence, as far as the trust region allows: only the traces it serves can judge such a step,
-        and a small step's effect hides in their noise."""
+        """The least step of an action without a value: wider for a re-opened agent (:class:`WideSteps`) and,
+        on silent evidence, as far as the trust region allows: only the traces it serves can judge such a
+        step, and a small step's effect hides in their noise."""
         step = self.wide.step(agents, current)
         if silent >= SILENT_SHARE and self.config.validation.mode != "none":
             step = max(step, self.config.update.trust_region)
         return step
 
-    def _solve(self, joint: JointReflection, current, step: float | None = None) -> UpdatePlan | None:
-        config = self.config.update if step is None else self.config.update.model_copy(update={"default_step": step})
-        return plan_update(joint, self.directory.specs, current, config, self.directory.graph)
+    def _solve(self, joint: JointReflection, current, steps: Steps | None = None) -> Planned:
+        return solve_update(joint, self.directory.specs, current, self.config.update, self.directory.graph, steps)
 
 
 def silent_share(agents: set[str], standing: list[StepRecord]) -> float:

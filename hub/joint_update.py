@@ -11,9 +11,20 @@ actions and confidences cᵢ:
 confidence, smaller λ); r is ``risk_multiplier`` of the param's tier. E holds dependency
 edges between agents whose params share a ``shared_key``. :mod:`rrsi.hub.solver` solves it
 exactly; the plan records each term, every λᵢ and the active constraints.
+
+An action without a value moves its param by its step (``default_step``, or the step
+:mod:`rrsi.hub.step_sizes` sized for it), and an integer param by at least one unit, so a
+param of a small range (retries, steps, examples) is never rounded back to where it was; one
+such unit may exceed ρ: the plan's radius is then that unit, max(ρ, the largest unit of a targeted
+integer), and the plan names it among its active constraints. A targeted param the
+solve still leaves in place (at its bound, or no room in the trust region) is listed in the
+plan's ``held`` with the reason (:func:`solve_update` returns them even when nothing moves).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
 
 import numpy as np
 
@@ -21,9 +32,9 @@ from rrsi.agents.params import action_target
 from rrsi.config import UpdateConfig
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.hub.solver import QuadraticProblem, solve
-from rrsi.schema import AgentSpec, AgentUpdate, JointReflection, UpdatePlan
+from rrsi.schema import AgentSpec, AgentUpdate, HeldParam, JointReflection, UpdatePlan
 
-__all__ = ["confidence_multiplier", "effective_lambda", "plan_update"]
+__all__ = ["Planned", "confidence_multiplier", "effective_lambda", "plan_update", "solve_update"]
 
 Current = dict[str, tuple[int, dict[str, float]]]
 
@@ -61,17 +72,48 @@ def _pairs(index: list[tuple[str, str]], specs: dict[str, AgentSpec], graph: Dep
     ]
 
 
+class Planned(NamedTuple):
+    """What a joint solve gives: the plan (None if nothing moves) and the targeted params it leaves in place."""
+
+    plan: UpdatePlan | None
+    held: list[HeldParam]
+
+
 def plan_update(
     joint: JointReflection,
     specs: dict[str, AgentSpec],
     current: Current,
     config: UpdateConfig,
     graph: DependencyGraph | None = None,
+    steps: Mapping[tuple[str, str], float] | None = None,
 ) -> UpdatePlan | None:
     """One plan (state ``proposed``) for every agent the joint solve moves; None if nothing moves."""
+    return solve_update(joint, specs, current, config, graph, steps).plan
+
+
+def solve_update(
+    joint: JointReflection,
+    specs: dict[str, AgentSpec],
+    current: Current,
+    config: UpdateConfig,
+    graph: DependencyGraph | None = None,
+    steps: Mapping[tuple[str, str], float] | None = None,
+) -> Planned:
+    """The joint solve of ``joint``'s actions; ``steps``: (agent, param) → step of an action without a value
+    (default ``default_step``). An integer param's step is at least one unit."""
     graph = graph or DependencyGraph(specs.values())
     confidence = {r.agent: r.confidence for r in joint.reflections}
     index = _variables(joint, specs, graph)
+    problem = _problem(joint, specs, current, config, graph, index, confidence, steps or {})
+    solution = solve(problem)
+    held = _held(joint, specs, index, problem, solution)
+    plan = _plan(joint, specs, current, config, index, solution, confidence, problem.rho)
+    if plan is not None and held:
+        plan = plan.model_copy(update={"held": held})
+    return Planned(plan, held)
+
+
+def _problem(joint, specs, current, config, graph, index, confidence, steps) -> QuadraticProblem:
     pos = {v: k for k, v in enumerate(index)}
     n = len(index)
     z0, target, weight, lam, int_step = (np.zeros(n) for _ in range(5))
@@ -84,10 +126,13 @@ def plan_update(
     for r in joint.reflections:
         for a in r.actions:
             k = pos[(a.agent, a.param)]
-            target[k] = action_target(specs[a.agent], current[a.agent][1], a, config.default_step)
+            step = max(steps.get((a.agent, a.param), config.default_step), int_step[k])
+            target[k] = action_target(specs[a.agent], current[a.agent][1], a, step)
             weight[k] = r.confidence
     pairs = np.array(_pairs(index, specs, graph), dtype=np.int64).reshape(-1, 2)
-    problem = QuadraticProblem(
+    # one unit of a targeted integer must fit, float rounding of z0 ± unit included
+    moving_units = int_step[(weight > 0) & (np.abs(target - z0) > 1e-12)] * (1 + 1e-9)
+    return QuadraticProblem(
         z0=z0,
         target=target,
         weight=weight,
@@ -95,13 +140,35 @@ def plan_update(
         pairs=pairs,
         pair_weight=np.full(len(pairs), config.mu),
         int_step=int_step,
-        rho=config.trust_region,
+        rho=max([config.trust_region, *moving_units]),
     )
-    solution = solve(problem)
-    return _plan(joint, specs, current, config, index, solution, confidence)
 
 
-def _plan(joint, specs, current, config, index, solution, confidence) -> UpdatePlan | None:
+def _held(joint, specs, index, problem: QuadraticProblem, solution) -> list[HeldParam]:
+    """Every param an action targets that the solve leaves in place, with the reason."""
+    pos = {v: k for k, v in enumerate(index)}
+    held = []
+    for a in (a for r in joint.reflections for a in r.actions):
+        k = pos[(a.agent, a.param)]
+        if abs(solution.z[k] - problem.z0[k]) > 1e-9:
+            continue
+        p = specs[a.agent].param(a.param)
+        if abs(problem.target[k] - problem.z0[k]) <= 1e-12:
+            side, value = ("upper", p.high) if problem.z0[k] >= 0.5 else ("lower", p.low)
+            reason = f"at its {side} bound {value:g}: '{a.op}' cannot move it"
+        elif p.kind == "int":
+            unit = 1.0 / p.scale
+            reason = (
+                f"integer of range {p.high - p.low:g}: one unit ({unit:.3g} normalized) does not fit in the "
+                f"trust region beside the plan's other moves (rho={problem.rho:g})"
+            )
+        else:
+            reason = f"the joint solve leaves it in place (trust region rho={problem.rho:g}, coupling, L2 regularizer)"
+        held.append(HeldParam(agent=a.agent, param=a.param, reason=reason))
+    return held
+
+
+def _plan(joint, specs, current, config, index, solution, confidence, rho) -> UpdatePlan | None:
     new: dict[str, dict[str, float]] = {}
     for k, (agent, param) in enumerate(index):
         p = specs[agent].param(param)
@@ -129,6 +196,8 @@ def _plan(joint, specs, current, config, index, solution, confidence) -> UpdateP
     active += [f"upper:{a}.{p}" for (a, p), on in zip(index, solution.active_upper) if on]
     if solution.trust_region_active:
         active.append(f"trust_region(rho={config.trust_region}, nu={solution.trust_multiplier:.4g})")
+    if rho > config.trust_region:
+        active.append(f"integer_unit(rho={rho:.4g}: one unit of a small-range integer exceeds {config.trust_region})")
     return UpdatePlan(
         plan_id=f"plan-{joint.incident_id.removeprefix('inc-')}",
         incident_id=joint.incident_id,

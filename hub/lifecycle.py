@@ -1,7 +1,8 @@
 """A plan's lifecycle: validation (canary or shadow replay), approval, promotion, rollback.
 
 ``proposed → canary → promoted | rolled_back`` for a plan the gate let through, ``blocked →
-proposed → …`` for one a human approved. Every transition is written to the store —
+proposed → …`` for one a human approved, ``canary → parked`` for a canary whose candidate got
+no traffic (:mod:`rrsi.hub.canary_stall`). Every transition is written to the store —
 atomically for all agents of the plan — before it takes effect on the harnesses;
 :meth:`PlanLifecycle.reconcile` brings live harnesses back to the store's last promoted
 parameters after a crash or a rollback.
@@ -14,12 +15,13 @@ import logging
 from rrsi.config import HubConfig
 from rrsi.errors import SchemaError, UnknownPlan
 from rrsi.hub.canary import canary_verdict
+from rrsi.hub.canary_stall import unstall
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.metrics import HubMetrics
-from rrsi.hub.shadow import SILENT_SHARE, shadow_blind, shadow_verdict
-from rrsi.schema import Action, CanaryVerdict, GateDecision, UpdatePlan
+from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_settled, shadow_verdict
+from rrsi.schema import Action, CanaryVerdict, GateDecision, ReplayPair, UpdatePlan
 from rrsi.store import Store
 
 __all__ = ["PlanLifecycle"]
@@ -68,12 +70,53 @@ class PlanLifecycle:
         if self.config.validation.mode == "canary":
             self.harnesses.push_candidates(plan, self.config.validation.canary_share)
             return plan
-        pairs = self.harnesses.shadow_replay(plan, self.config.validation.shadow_tasks)
+        pairs = self.replay(plan)
         if plan.silent_share >= SILENT_SHARE and shadow_blind(pairs, self.config.validation):
             return self._live(plan)
         decision, verdict = shadow_verdict(pairs, self.config.validation)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
+
+    def replay(self, plan: UpdatePlan) -> list[ReplayPair]:
+        """The plan replayed in shadow on the latest ``shadow_tasks`` tasks, then on twice as many while it leans
+        better but the sequential test cannot yet tell, up to ``shadow_max_tasks`` (:mod:`rrsi.hub.shadow`)."""
+        config = self.config.validation
+        n = config.shadow_tasks
+        pairs = self.harnesses.shadow_replay(plan, n)
+        while n < config.shadow_max_tasks and not shadow_settled(pairs, config):
+            n = min(2 * n, config.shadow_max_tasks)
+            more = self.harnesses.shadow_replay(plan, n)
+            if len(more) <= len(pairs):  # the harnesses hold no more tasks served by the incumbent
+                break
+            pairs = more
+        return pairs
+
+    def validate_ladder(self, plans: list[UpdatePlan]) -> UpdatePlan:
+        """Validate the first of ``plans`` — one plan at growing steps (:func:`~rrsi.hub.step_sizes.ladder`) —
+        or, in shadow replay, the best of them that passes.
+
+        Shadow replay tests them in order on the same tasks, each at the full α, and stops at the
+        first that fails: a fixed-sequence procedure (Maurer, Hothorn & Lehmacher 1995), so the
+        chance that any plan no better than the incumbent passes stays at most α. Of those that
+        passed, the one with the largest gain b − c is promoted under the first plan's id; when the
+        first fails it is rolled back, as a single plan would be. A canary (one candidate on live
+        traffic) and a plan shadow replay cannot judge (silent evidence) take the first plan."""
+        first = plans[0]
+        if self.config.validation.mode != "shadow" or len(plans) == 1 or first.silent_share >= SILENT_SHARE:
+            return self.validate(first)
+        passed = []
+        for plan in plans:
+            pairs = self.replay(plan)
+            decision, verdict = shadow_verdict(pairs, self.config.validation)
+            if decision != "promote":
+                if not passed:
+                    return self.rollback(self._start_canary(first).model_copy(update={"canary": verdict}))
+                break
+            b, c = compare(pairs)
+            passed.append(((b - c) / len(pairs), plan, verdict))
+        _, best, verdict = max(passed, key=lambda t: t[0])
+        best = best.model_copy(update={"plan_id": first.plan_id})
+        return self.promote(self._start_canary(best).model_copy(update={"canary": verdict}))
 
     def _live(self, plan: UpdatePlan) -> UpdatePlan:
         """A plan shadow replay cannot judge (its agents' evidence is silent: their own steps hardly fail
@@ -95,6 +138,9 @@ class PlanLifecycle:
         """Decide every plan in canary on its traffic so far; returns the plans that settled."""
         settled = []
         for plan in self.store.plans("canary"):
+            if (unstalled := unstall(self, plan)) is not None:  # no candidate traffic: shadow replay or parked
+                settled.append(unstalled)
+                continue
             since = _canary_start(plan)  # the incumbent's traffic served beside the candidate's, not all of its past
             # judged on the traces each side served, end to end: a defect that shows only downstream or in
             # the answer counts against the version that made it

@@ -18,7 +18,8 @@ plan on the param if it was promoted, the other way if it was rolled back — an
 lifecycle judges it on live traffic by the traces it serves. Each plan is of kind ``probe``
 with ``probe_sign`` +1 or −1 and a ``-probe-<agent>-up``/``-down`` id (the agent in the id: two
 agents probed in one incident would otherwise write their plans under one id, the later
-replacing the earlier in the store while both agents' param versions stay).
+replacing the earlier in the store while both agents' param versions stay). A direction's step
+grows after probes that way were promoted in a row (:mod:`rrsi.hub.step_sizes`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from rrsi.hub.gating import Gate
 from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
+from rrsi.hub.step_sizes import sized_steps
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
 __all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
@@ -162,10 +164,13 @@ class Prober:
         """(gain, plan, verdict, blind) of one direction's plan replayed in shadow, or None when it has no plan."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
+        specs, plans = self.directory.specs, self.lifecycle.store.plans()
         plan = (
             None
             if eligible is None
-            else plan_update(eligible, self.directory.specs, current, config, self.directory.graph)
+            else plan_update(
+                eligible, specs, current, config, self.directory.graph, sized_steps(eligible, plans, specs, config)
+            )
         )
         if plan is None:
             return None

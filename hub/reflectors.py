@@ -7,15 +7,15 @@ the LM is served by ``reflector:<n>`` Ray actors (:class:`~rrsi.hub.lm.worker.Wo
 else in the hub's process. The rule Reflector answers whenever the LM yields nothing valid.
 
 The LM proposes, the evidence disposes: an LM action is kept only when the incident's standing
-evidence for its agent supports its direction by the rule Reflector's own test (the symptom
-votes of the agent's root records for that param, P(X ≥ k | n, ½) < α with n ≥ ``min_evidence``;
-:func:`supported`). An action with no direction in the evidence (opaque symptoms) is a guess and
-is dropped, so the hub probes each way instead (:mod:`rrsi.hub.probes`); one against the votes,
-or on too few of them, is dropped too. An LM reflection left with no action at all while the
-evidence supports one counts as yielding nothing valid. When the LM names a root agent it does
-not act on while it acts, with support, on the attribution's root, the attribution's root is the
-reflection's root (:func:`acting_root`): the plan is made of the actions, and those localize the
-fault where the attribution does.
+evidence for its agent supports its direction by the rule Reflector's own test (the symptom votes of
+the agent's root records for that param, one-sided by the sign test of :mod:`rrsi.evidence` with n ≥
+``min_evidence``, its α spent across looks by default; :func:`supported`). An action with no
+direction in the evidence (opaque symptoms) is a guess and is dropped, so the hub probes each way
+instead (:mod:`rrsi.hub.probes`); one against the votes, or on too few of them, is dropped too. An
+LM reflection left with no action at all while the evidence supports one counts as yielding nothing
+valid. When the LM names a root agent it does not act on while it acts, with support, on the
+attribution's root, the attribution's root is the reflection's root (:func:`acting_root`): the plan
+is made of the actions, and those localize the fault where the attribution does.
 
 An LM reflection whose quality composite is below ``quality_threshold`` is held for human
 review; with ``retrain`` on, reflected incidents become retraining samples
@@ -147,7 +147,8 @@ class Reflectors:
         )
 
     def _serve(self, path: Path) -> Reflector:
-        # "one-sided" in the prompt is the hub's own evidence test
+        # "one-sided" in the prompt is the hub's evidence test at one look (the reading the adapter was trained on);
+        # the actions it yields are kept only where the hub's own test, sequential by default, supports them
         prompt = PromptConfig(alpha=self.config.alpha, min_votes=self.config.min_evidence)
         if self.config.lm_workers:
             workers = {"workers": self.config.lm_workers, "num_gpus": self.config.lm_num_gpus}

@@ -7,6 +7,15 @@ tasks (b: the candidate did better, c: it did worse) the sign test p = P(X ≥ b
 the candidate is promoted when p < α with at least ``canary_min_sample`` replayed tasks and its
 gain (b − c)/n exceeds ``canary_margin``, and rolled back otherwise.
 
+When ``shadow_max_tasks`` exceeds ``shadow_tasks`` the replay is sequential: a candidate that
+leans better (b > c) but cannot yet pass is replayed on more of the latest tasks, twice as many
+each time up to ``shadow_max_tasks`` (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.replay`), and the
+test is then the sign test with α spent across those looks (b ≥ c[b + c] of
+:func:`rrsi.stats.sequential_sign_boundary`, a Lan–DeMets spending function over the discordant
+count with exact boundaries): P(promoting a candidate no better than the incumbent) ≤ α however
+many looks the replay takes. A small gain (one task in a hundred) cannot show in 200 tasks; it
+can in a thousand.
+
 A replay only sees what the agent's own step shows. When the evidence behind a plan is silent
 (``UpdatePlan.silent_share``: the share of its agents' blamed records with no error code, ≥ ½) and
 the replay is *blind* — so few discordant tasks d that even d better of d would not reach α,
@@ -18,11 +27,12 @@ judges the plan on live traffic instead, by the traces it serves
 from __future__ import annotations
 
 from rrsi.config import ValidationConfig
+from rrsi.evidence import EvidenceRule
 from rrsi.hub.canary import Decision
 from rrsi.schema import CanaryVerdict, ReplayPair
 from rrsi.stats import sign_test
 
-__all__ = ["SILENT_SHARE", "compare", "shadow_blind", "shadow_verdict"]
+__all__ = ["SILENT_SHARE", "compare", "shadow_blind", "shadow_passes", "shadow_settled", "shadow_verdict"]
 
 SILENT_SHARE = 0.5  # from this share on, a plan's evidence is silent
 
@@ -49,6 +59,19 @@ def shadow_blind(pairs: list[ReplayPair], config: ValidationConfig) -> bool:
     return sign_test(d, d) >= config.canary_alpha
 
 
+def shadow_passes(b: int, c: int, config: ValidationConfig) -> bool:
+    """Whether ``b`` better of ``b + c`` discordant tasks reject H₀ (the fixed or the sequential sign test)."""
+    sequential = config.shadow_max_tasks > config.shadow_tasks
+    rule = EvidenceRule(config.canary_alpha, 1, config.shadow_max_tasks if sequential else None)
+    return b + c > 0 and rule.rejects(b, b + c)
+
+
+def shadow_settled(pairs: list[ReplayPair], config: ValidationConfig) -> bool:
+    """Whether replaying more tasks cannot change the verdict: it passes already, or does not lean better."""
+    b, c = compare(pairs)
+    return b <= c or shadow_passes(b, c, config)
+
+
 def shadow_verdict(pairs: list[ReplayPair], config: ValidationConfig) -> tuple[Decision, CanaryVerdict]:
     """Decide on a shadow replay of ``pairs``, one per task (see the module docstring)."""
     pairs = [ReplayPair(*p) for p in pairs]
@@ -56,7 +79,7 @@ def shadow_verdict(pairs: list[ReplayPair], config: ValidationConfig) -> tuple[D
     b, c = compare(pairs)
     p = sign_test(b, b + c) if b + c else 1.0
     gain = (b - c) / n if n else 0.0
-    ok = n >= config.canary_min_sample and p < config.canary_alpha and gain > config.canary_margin
+    ok = n >= config.canary_min_sample and shadow_passes(b, c, config) and gain > config.canary_margin
     fixed = sum(1 for x in pairs if x.incumbent_failed and not x.candidate_failed)
     broken = sum(1 for x in pairs if x.candidate_failed and not x.incumbent_failed)
     reason = (

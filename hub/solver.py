@@ -233,7 +233,11 @@ def _round_integers(z: np.ndarray, z0: np.ndarray, step: np.ndarray | None, rho:
 
     Nearest grid point first. If that leaves the ball, every integer coordinate is rounded
     toward its old value instead, which never lengthens any |z_k − z0_k| because z0 is on
-    the grid (validated), so the continuous solution's ‖z − z0‖ ≤ ρ carries over.
+    the grid (validated), so the continuous solution's ‖z − z0‖ ≤ ρ carries over. An integer
+    coordinate that nearest rounding moved and rounding toward z0 left in place then takes one
+    unit in its direction (most of a unit first) where that unit fits in the ball, the float
+    coordinates pulled toward z0 to make room: of several small-range integers that cannot all
+    move a unit, some do, instead of none.
     """
     if step is None or not (step > 0).any():
         return z
@@ -245,8 +249,33 @@ def _round_integers(z: np.ndarray, z0: np.ndarray, step: np.ndarray | None, rho:
     out[idx] = np.minimum(np.rint(q), np.floor(1.0 / s + _GRID_TOL)) * s
     if l2_norm(out - z0) <= rho:
         return out
+    nearest = out[idx].copy()
     k0 = np.rint(z0[idx] / s)
     out[idx] = (k0 + np.trunc(q - k0)) * s
+    return _one_unit(out, z0, idx, s, nearest, q - k0, rho)
+
+
+def _one_unit(
+    out: np.ndarray, z0: np.ndarray, idx: np.ndarray, s: np.ndarray, nearest: np.ndarray, moved: np.ndarray, rho: float
+) -> np.ndarray:
+    """One unit for each integer coordinate that nearest rounding moved and ``out`` holds at z0, where it fits
+    in the ball (see :func:`_round_integers`); the floats are pulled radially toward z0 to make room."""
+    floats = np.ones(out.shape[0], dtype=bool)
+    floats[idx] = False
+    for j in np.argsort(-np.abs(moved)):
+        k = idx[j]
+        if out[k] != z0[k] or nearest[j] == z0[k]:
+            continue
+        trial = out.copy()
+        trial[k] = z0[k] + np.sign(moved[j]) * s[j]
+        ints = l2_norm(np.where(floats, 0.0, trial - z0))
+        if ints > rho * (1.0 - _BALL_MARGIN):
+            continue
+        rest = l2_norm(np.where(floats, trial - z0, 0.0))
+        room = math.sqrt(max(rho * rho - ints * ints, 0.0)) * (1.0 - _BALL_MARGIN)
+        if rest > room:
+            trial[floats] = z0[floats] + (trial[floats] - z0[floats]) * (room / rest)
+        out = trial
     return out
 
 
@@ -280,7 +309,8 @@ def solve(
     Returns:
         Solution with method "closed_form" when no pair has positive weight, else "cg". Its z
         is the continuous minimizer with integer coordinates then rounded (nearest grid point,
-        or toward z0 where nearest would leave the ball); terms are evaluated at that z.
+        or toward z0 where nearest would leave the ball, then one unit where nearest moved one
+        and the unit fits: :func:`_round_integers`); terms are evaluated at that z.
     """
     if not 0 < tol < 1:
         raise SchemaError(f"tol: must be in (0, 1) (got {tol})")

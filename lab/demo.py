@@ -11,7 +11,9 @@ its answer is defective; a trace's roots are the agents whose own failure, visib
 is behind that (never an agent that propagated or relayed); an agent is a root cause in a
 round when its own parameters (not noise) caused a root failure; an update to any other agent
 is spurious. With ``outcome_check`` the demo's evaluator reports every task's verdict to the
-hub (``report_outcomes``), as a real evaluator would.
+hub (``report_outcomes``), as a real evaluator would. Each round also gives the failure rate of
+the reachable optimum on the same tasks (:mod:`rrsi.sim.reachable`), and the summary the rounds
+until the mode is within 10 % of it (a rolling mean of 3 rounds) and its last 3 rounds' mean over it.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from rrsi.scenario import Scenario
 from rrsi.schema import Trace, TraceOutcome
 from rrsi.sim.ground_truth import TraceTruth, trace_truth
 from rrsi.sim.pipeline import Pipeline
+from rrsi.sim.reachable import last_ratio, reachable_rate, round_task_id, rounds_to_within
 from rrsi.sim.simulated import SimulatedExecutor
 from rrsi.store import Store
 
@@ -57,6 +60,7 @@ class RoundResult(BaseModel):
     reflections: dict[str, int] = Field(default_factory=dict)
     drift: dict[str, float]
     retrained: bool = False
+    reachable: float | None = None  # the reachable optimum's failure rate on this round's tasks
 
 
 class ModeResult(BaseModel):
@@ -94,6 +98,19 @@ def _summarize(mode: ModeResult, planted: list[str]) -> dict[str, Any]:
         "drift": last.drift,
         "retrainings": sum(r.retrained for r in mode.rounds),
         "max_drift_non_root": max(bystanders.values(), default=0.0),
+        **_to_reachable(mode.rounds),
+    }
+
+
+def _to_reachable(rounds: list[RoundResult]) -> dict[str, Any]:
+    """Rounds until within 10 % of the reachable optimum (rolling mean of 3) and the last 3 rounds' mean over it."""
+    rates, reachable = [r.failure_rate for r in rounds], [r.reachable for r in rounds]
+    if len(rounds) < 3 or None in reachable:
+        return {"rounds_to_within_10pct": None, "last3_over_reachable": None, "reachable_last3": None}
+    return {
+        "rounds_to_within_10pct": rounds_to_within(rates, reachable),
+        "last3_over_reachable": last_ratio(rates, reachable),
+        "reachable_last3": sum(reachable[-3:]) / 3,
     }
 
 
@@ -145,7 +162,7 @@ class PipelineRun:
             refs = {a: self.harnesses[a].run_batch.remote([t.model_dump() for t in ts]) for a, ts in tasks.items()}
             return {a: ray.get(ref) for a, ref in refs.items()}
 
-        trace_ids = [f"{self.mode}-r{rnd}-t{i}" for i in range(self.scenario.tasks_per_round)]
+        trace_ids = [f"{self.mode}-{round_task_id(rnd, i)}" for i in range(self.scenario.tasks_per_round)]
         return self.pipeline.run_traces(
             trace_ids, run_level, task_id=lambda t: t.split("-", 1)[1], payload=lambda _: {"round": rnd}
         )
@@ -225,6 +242,7 @@ class PipelineRun:
             reflections=self.reflections,
             drift=dict(zip(names, drifts)),
             retrained=self.retrained,
+            reachable=reachable_rate(self.scenario, rnd, self.seed),
         )
         self.result.rounds.append(result)
         return result

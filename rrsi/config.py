@@ -102,10 +102,14 @@ class ReflectionConfig(_Model):
     every incident the LM's hub plans from becomes a retraining sample, labelled by what validation
     found; ``retrain_every_samples`` samples (or ``retrain_every_days`` days, with at least one)
     continue the adapter for ``retrain_epochs`` passes in the background (:mod:`rrsi.hub.lm.retraining`).
+    With ``sequential`` (the default) the evidence test spends ``alpha`` across the passes that read
+    an agent's accumulating evidence, up to ``max_evidence`` votes (:mod:`rrsi.evidence`); off, it
+    is the fixed-sample test of one look.
     """
 
     reflector: Literal["auto", "rule", "lm"] = "auto"
     alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)
+    sequential: bool = True
     min_evidence: int = Field(default=MIN_EVIDENCE, ge=1)
     max_evidence: int = Field(default=2000, ge=1)
     lm_adapter: str | None = None
@@ -120,8 +124,9 @@ class ReflectionConfig(_Model):
 
     @property
     def evidence(self) -> EvidenceRule:
-        """The evidence test at this ``alpha`` and ``min_evidence``."""
-        return EvidenceRule(self.alpha, self.min_evidence)
+        """The evidence test at this ``alpha`` and ``min_evidence``, sequential over ``max_evidence`` votes
+        when ``sequential``."""
+        return EvidenceRule(self.alpha, self.min_evidence, self.max_evidence if self.sequential else None)
 
 
 class UpdateConfig(_Model):
@@ -129,7 +134,13 @@ class UpdateConfig(_Model):
     multiplied by ``low_confidence_multiplier`` under ``low_confidence`` and by ``risk_multiplier``
     of the param's tier; ``default_step`` is how far an ``increase``/``decrease`` without value moves
     (normalized); ``mu`` couples params with a shared key; ``trust_region`` is ρ, the bound on
-    ‖Δz‖₂ over all agents of a plan."""
+    ‖Δz‖₂ over all agents of a plan (an integer param's one unit may exceed it: :mod:`rrsi.hub.solver`).
+
+    Steps sized by evidence (:mod:`rrsi.hub.step_sizes`): a param's step starts at ``default_step``,
+    is multiplied by ``step_growth`` (up to ``trust_region``) after each promoted step in the same
+    direction, and divided by it (down to ``default_step``) after a rollback. Shadow replay tries
+    ``default_step``, then the sized step times each factor of ``step_ladder`` (ascending, from 1),
+    on the same tasks, smallest first."""
 
     lam: float = Field(default=0.05, gt=0.0)
     default_step: float = Field(default=0.1, gt=0.0, le=1.0)
@@ -138,9 +149,14 @@ class UpdateConfig(_Model):
     risk_multiplier: dict[str, float] = Field(default_factory=lambda: {"low": 1.0, "medium": 2.0, "high": 4.0})
     mu: float = Field(default=1.0, ge=0.0)
     trust_region: float = Field(default=0.3, gt=0.0)
+    step_growth: float = Field(default=2.0, ge=1.0)
+    step_ladder: list[float] = Field(default_factory=lambda: [1.0, 2.0, 3.0], min_length=1)
 
     @model_validator(mode="after")
     def _tiers(self) -> UpdateConfig:
+        ladder = self.step_ladder
+        if ladder[0] != 1.0 or any(b <= a for a, b in zip(ladder, ladder[1:])):
+            raise ValueError(f"step_ladder: expected ascending factors starting at 1.0 (got {ladder})")
         missing = {"low", "medium", "high"} - set(self.risk_multiplier)
         if missing:
             raise ValueError(f"risk_multiplier: needs a value for each risk tier; missing {sorted(missing)}")
@@ -166,7 +182,8 @@ class ValidationConfig(_Model):
     least ``canary_min_sample`` candidate steps; rolled back at ``canary_max_sample`` without that.
     The canary's test is sequential (an always-valid mSPRT p-value with mixing standard deviation
     ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
-    false-promotion rate at ``canary_alpha``."""
+    false-promotion rate at ``canary_alpha``. A shadow replay that cannot yet tell replays more of the
+    latest tasks, up to ``shadow_max_tasks``, under a sequential sign test (:mod:`rrsi.hub.shadow`)."""
 
     mode: Literal["canary", "shadow", "none"] = "canary"
     canary_share: float = Field(default=0.05, gt=0.0, le=1.0)
@@ -175,13 +192,19 @@ class ValidationConfig(_Model):
     canary_mixing_sd: float = Field(default=0.1, gt=0.0, le=1.0)
     canary_min_sample: int = Field(default=50, ge=1)
     canary_max_sample: int = Field(default=1000, ge=1)
+    canary_stall_s: float = Field(default=120.0, gt=0.0)
     shadow_tasks: int = Field(default=200, ge=1)
+    shadow_max_tasks: int = Field(default=1000, ge=1)
 
     @model_validator(mode="after")
     def _samples(self) -> ValidationConfig:
         if self.canary_max_sample < self.canary_min_sample:
             raise ValueError(
                 f"canary_max_sample ({self.canary_max_sample}) must be >= canary_min_sample ({self.canary_min_sample})"
+            )
+        if self.shadow_max_tasks < self.shadow_tasks:
+            raise ValueError(
+                f"shadow_max_tasks ({self.shadow_max_tasks}) must be >= shadow_tasks ({self.shadow_tasks})"
             )
         return self
 

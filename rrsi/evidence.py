@@ -7,9 +7,14 @@ phrase may also point a direction (the error-code registry's phrases: "too low" 
 Of a param's ``n`` direction votes, ``k`` for the leading direction:
 
 - **one-sided** when P(X ≥ k | n, ½) < α (a one-sided sign test, :func:`rrsi.stats.sign_test`)
-  with n ≥ ``min_evidence``: the evidence supports a change in that direction;
+  with n ≥ ``min_evidence``: the evidence supports a change in that direction; with a
+  ``horizon`` N the rule is sequential instead: k ≥ c[n] of the sign test whose α is spent
+  across looks (:func:`rrsi.stats.sequential_sign_boundary`, a Lan–DeMets spending function
+  over the vote count, exact boundaries), because an agent's evidence accumulates until it is
+  acted on and is read at every analysis pass: however often it is looked at, votes that
+  point no way in truth read one-sided with probability at most α (up to N votes);
 - **too few** when n < ``min_evidence`` or not even n of n votes one way would be one-sided
-  (½ⁿ ≥ α: fewer than 10 at α = 10⁻³);
+  (½ⁿ ≥ α: fewer than 10 at α = 10⁻³; sequential: fewer than 12 at α = 10⁻³, N = 2000);
 - **mixed** otherwise: enough votes to tell, and they point both ways (noise failures do).
 
 A param's reading over its failures is that verdict when it is one-sided or mixed; otherwise
@@ -28,7 +33,7 @@ from typing import Literal
 
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.schema import AgentSpec, StepRecord
-from rrsi.stats import sign_test
+from rrsi.stats import sequential_sign_boundary, sign_test
 
 __all__ = [
     "MIN_EVIDENCE",
@@ -51,16 +56,31 @@ class EvidenceRule:
     Args:
         alpha: significance of the one-sided sign test (the hub's default: 10⁻³).
         min_evidence: fewest votes (and fewest failures) that can justify a change.
+        horizon: None (default) for the fixed-sample test of one look; else N, the most votes the
+            sequential test spends α over (the hub's: its evidence window, ``max_evidence``).
     """
 
     alpha: float = 1e-3
     min_evidence: int = MIN_EVIDENCE
+    horizon: int | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 < self.alpha < 1.0:
             raise ValueError(f"alpha: expected a number in (0, 1) (got {self.alpha!r})")
         if self.min_evidence < 1:
             raise ValueError(f"min_evidence: expected an integer >= 1 (got {self.min_evidence!r})")
+        if self.horizon is not None and self.horizon < 1:
+            raise ValueError(f"horizon: expected None or an integer >= 1 (got {self.horizon!r})")
+
+    def rejects(self, k: int, n: int) -> bool:
+        """Whether ``k`` of ``n`` votes one way are one-sided: the fixed-sample sign test, or the
+        sequential one with a ``horizon`` (beyond it, its last boundary's share of the votes)."""
+        if self.horizon is None:
+            return sign_test(k, n) < self.alpha
+        bounds = sequential_sign_boundary(self.alpha, self.horizon)
+        if n <= self.horizon:
+            return k >= bounds[n]
+        return k * self.horizon >= bounds[self.horizon] * n
 
 
 def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
@@ -80,9 +100,9 @@ def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: Erro
 def sidedness(votes: Counter, rule: EvidenceRule) -> Literal["one-sided", "mixed", "too few"]:
     """How a param's direction ``votes`` read (see the module docstring)."""
     k, n = max(votes.values(), default=0), votes.total()
-    if n < rule.min_evidence or sign_test(n, n) >= rule.alpha:
+    if n < rule.min_evidence or not rule.rejects(n, n):
         return "too few"
-    return "one-sided" if sign_test(k, n) < rule.alpha else "mixed"
+    return "one-sided" if rule.rejects(k, n) else "mixed"
 
 
 def evidenced_direction(votes: Counter, rule: EvidenceRule) -> tuple[str, int, int] | None:

@@ -43,6 +43,7 @@ __all__ = [
     "Trace",
     "TraceOutcome",
     "Attribution",
+    "HeldParam",
     "Incident",
     "Action",
     "Reflection",
@@ -151,9 +152,14 @@ class Summary(_Model):
 
     @classmethod
     def of(cls, content: Any) -> Summary:
+        return cls.model_construct(**cls.fields_of(content))
+
+    @staticmethod
+    def fields_of(content: Any) -> dict[str, Any]:
+        """The fields of ``content``'s summary, for a record validated from a dict."""
         full = content if isinstance(content, str) else repr(content)
         digest = hashlib.sha256(full.encode("utf-8", "replace")).hexdigest()
-        return cls.model_construct(text=full[:SUMMARY_CHARS], sha256=digest, chars=len(full))
+        return {"text": full[:SUMMARY_CHARS], "sha256": digest, "chars": len(full)}
 
 
 class StepRecord(_Model):
@@ -263,14 +269,23 @@ class Attribution(_Model):
         return self
 
 
+class HeldParam(_Model):
+    """A param a reflection acted on that could not move, and why (range, risk tier, bounds, trust region)."""
+
+    agent: str
+    param: str
+    reason: str = Field(min_length=1)
+
+
 class Incident(_Model):
-    """Correlated failures grouped for one joint reflection."""
+    """Correlated failures grouped for one joint reflection; ``held``: the params it acted on that no plan moves."""
 
     incident_id: str = Field(min_length=1)
     trace_ids: list[str] = Field(min_length=1)
     failing_agents: list[str] = Field(min_length=1)
     failing_steps: list[str] = Field(min_length=1)
     attribution: Attribution | None = None
+    held: list[HeldParam] = Field(default_factory=list)
     created_at: float = Field(default_factory=time.time)
 
 
@@ -316,13 +331,15 @@ class ReplayPair(NamedTuple):
     candidate_confidence: float | None = None
 
 
-PlanState = Literal["proposed", "canary", "promoted", "rolled_back", "blocked"]
+# parked: a canary its candidate got no traffic for, set aside with the reason (rrsi.hub.canary_stall)
+PlanState = Literal["proposed", "canary", "promoted", "rolled_back", "blocked", "parked"]
 PLAN_TRANSITIONS: dict[str, frozenset[str]] = {
     "proposed": frozenset({"canary", "promoted", "blocked"}),
-    "canary": frozenset({"promoted", "rolled_back"}),
+    "canary": frozenset({"promoted", "rolled_back", "parked"}),
     "promoted": frozenset({"rolled_back"}),
     "rolled_back": frozenset(),
     "blocked": frozenset({"proposed"}),
+    "parked": frozenset(),
 }
 
 
@@ -332,7 +349,8 @@ class UpdatePlan(_Model):
     ``kind``: an ``update`` follows a reflection; a ``probe`` tries one direction of a param whose
     symptoms do not say which way (``probe_sign`` +1 up, −1 down). ``silent_share``: the share of
     its agents' blamed records with no error code (from ½ on, validation judges it by the traces it
-    serves). ``objective`` holds the joint update's terms only.
+    serves). ``objective`` holds the joint update's terms only; ``held``: the params it was asked to move
+    that it leaves where they are, each with its reason.
     """
 
     plan_id: str = Field(min_length=1)
@@ -343,6 +361,7 @@ class UpdatePlan(_Model):
     silent_share: float = Field(default=0.0, ge=0.0, le=1.0)
     objective: dict[str, float] = Field(default_factory=dict)
     active_constraints: list[str] = Field(default_factory=list)
+    held: list[HeldParam] = Field(default_factory=list)
     gates: list[GateDecision] = Field(default_factory=list)
     canary: CanaryVerdict | None = None
     state: PlanState = "proposed"

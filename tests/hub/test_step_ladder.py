@@ -1,0 +1,86 @@
+"""Shadow replay of a plan at growing steps: a fixed sequence, the best that passes promoted, more tasks when unsure."""
+
+from __future__ import annotations
+
+from rrsi.config import HubConfig
+from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.metrics import HubMetrics
+from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
+from rrsi.store import Store
+
+SPEC = AgentSpec(name="a", params=[{"name": "x", "low": 0.0, "high": 1.0, "init": 0.2}])
+CONFIG = HubConfig(validation="shadow")
+
+
+class Directory:
+    specs = {"a": SPEC}
+
+    def current_params(self, agent):
+        return 0, SPEC.init_values()
+
+
+class Replays:
+    """Replays where the candidate at x fixes ``fixed(x)`` of every 100 tasks and breaks ``broken(x)``."""
+
+    def __init__(self, fixed, broken):
+        self.fixed, self.broken, self.asked = fixed, broken, []
+
+    def shadow_replay(self, plan, n):
+        x = plan.updates[0].theta_new["x"]
+        self.asked.append((x, n))
+        good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
+        return (
+            [ReplayPair(True, False)] * good
+            + [ReplayPair(False, True)] * bad
+            + [ReplayPair(False, False)] * (n - good - bad)
+        )
+
+    def install(self, plan):
+        pass
+
+    def reconcile(self, targets):
+        pass
+
+
+def plans(*xs):
+    return [
+        UpdatePlan(
+            plan_id="plan-1",
+            incident_id="inc-1",
+            updates=[
+                AgentUpdate(
+                    agent="a", theta_old={"x": 0.2}, theta_new={"x": x}, lam=0.05, confidence=0.9, version_old=0
+                )
+            ],
+        )
+        for x in xs
+    ]
+
+
+def lifecycle(tmp_path, replays):
+    return PlanLifecycle(Store(str(tmp_path / "hub.sqlite")), CONFIG, None, Directory(), replays, HubMetrics())
+
+
+def test_the_best_step_that_passes_is_promoted_under_the_first_id(tmp_path):
+    replays = Replays(fixed=lambda x: {0.3: 4, 0.4: 8, 0.5: 3}[round(x, 1)], broken=lambda x: 0)
+    plan = lifecycle(tmp_path, replays).validate_ladder(plans(0.3, 0.4, 0.5))
+    assert plan.state == "promoted" and plan.plan_id == "plan-1" and plan.updates[0].theta_new["x"] == 0.4
+
+
+def test_the_sequence_stops_at_the_first_step_that_fails(tmp_path):
+    replays = Replays(fixed=lambda x: 4 if x < 0.35 else 0, broken=lambda x: 0 if x < 0.35 else 5)
+    plan = lifecycle(tmp_path, replays).validate_ladder(plans(0.3, 0.4, 0.5))
+    assert plan.state == "promoted" and plan.updates[0].theta_new["x"] == 0.3
+    assert 0.5 not in {x for x, _ in replays.asked}
+
+
+def test_a_small_gain_is_replayed_on_more_tasks_before_it_is_judged(tmp_path):
+    replays = Replays(fixed=lambda x: 1.5, broken=lambda x: 0)
+    plan = lifecycle(tmp_path, replays).validate_ladder(plans(0.3))
+    assert [n for _, n in replays.asked] == [200, 400, 800]  # 3, 6 of 6 cannot pass; 12 of 12 can
+    assert plan.state == "promoted"
+
+
+def test_a_first_step_that_fails_is_rolled_back(tmp_path):
+    plan = lifecycle(tmp_path, Replays(fixed=lambda x: 0, broken=lambda x: 3)).validate_ladder(plans(0.3, 0.4))
+    assert plan.state == "rolled_back" and plan.updates[0].theta_new["x"] == 0.3
