@@ -102,14 +102,14 @@ class ReflectionConfig(_Model):
     every incident the LM's hub plans from becomes a retraining sample, labelled by what validation
     found; ``retrain_every_samples`` samples (or ``retrain_every_days`` days, with at least one)
     continue the adapter for ``retrain_epochs`` passes in the background (:mod:`rrsi.hub.lm.retraining`).
-    With ``sequential`` (the default) the evidence test spends ``alpha`` across the passes that read
+    With ``sequential`` (off by default) the evidence test spends ``alpha`` across the passes that read
     an agent's accumulating evidence, up to ``max_evidence`` votes (:mod:`rrsi.evidence`); off, it
-    is the fixed-sample test of one look.
+    is the fixed-sample test of one look (the default).
     """
 
     reflector: Literal["auto", "rule", "lm"] = "auto"
     alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)
-    sequential: bool = True
+    sequential: bool = False
     min_evidence: int = Field(default=MIN_EVIDENCE, ge=1)
     max_evidence: int = Field(default=2000, ge=1)
     lm_adapter: str | None = None

@@ -29,13 +29,13 @@ def test_looking_after_every_vote_keeps_the_error_at_alpha():
     assert (walks >= fixed).any(axis=1).mean() > 2 * alpha  # the fixed test, peeked at, errs far more often
 
 
-def test_the_hub_reads_its_evidence_sequentially():
-    rule = ReflectionConfig().evidence
+def test_a_hub_set_to_sequential_reads_its_evidence_sequentially():
+    rule = ReflectionConfig(sequential=True).evidence
     assert rule.horizon == ReflectionConfig().max_evidence
     assert sidedness(Counter(increase=10), EvidenceRule()) == "one-sided"
     assert sidedness(Counter(increase=10), rule) == "too few"
     assert sidedness(Counter(increase=12), rule) == "one-sided"
-    assert ReflectionConfig(sequential=False).evidence.horizon is None
+    assert ReflectionConfig().evidence.horizon is None  # one look by default
 
 
 def test_a_bad_horizon_names_the_field():
