@@ -14,7 +14,7 @@ Three sources:
   failures, among those with at least ``min_evidence`` of them (the attribution's root when
   none has: what the prompt shows cannot tell fewer from noise). Target texts follow the rule
   Reflector's templates.
-- **Who&When** logs (read in place from ``shared/whowhen``): the annotated mistake step is
+- **Who&When** logs (read in place from a folder the caller names): the annotated mistake step is
   the evidence and ``mistake_reason`` the root-cause target (only the root cause is trained).
 
 User pairs (JSONL) and the pair type itself live with the service (:mod:`rrsi.hub.lm.examples`),
