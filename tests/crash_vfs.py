@@ -60,7 +60,7 @@ class _File(ctypes.Structure):
 
 
 _OPEN = ctypes.CFUNCTYPE(
-    ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)
+    ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_int)
 )
 _SYNC = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int)
 
@@ -131,7 +131,9 @@ def _sync(pfile: int, flags: int) -> int:
 _sync_cb = _SYNC(_sync)
 
 
-def _open(pvfs: int, name: bytes | None, pfile: int, flags: int, out_flags) -> int:
+def _open(pvfs: int, name: int | None, pfile: int, flags: int, out_flags) -> int:
+    # SQLite keeps the name pointer for the file's lifetime (the -shm name is derived from it later),
+    # so its own pointer is passed on, never a Python copy that is freed when this callback returns.
     rc = _base_open(ctypes.cast(_base, ctypes.c_void_p), name, pfile, flags, out_flags)
     methods = ctypes.cast(pfile, ctypes.POINTER(_File)).contents.pMethods
     if rc != 0 or name is None or not methods:
@@ -142,7 +144,7 @@ def _open(pvfs: int, name: bytes | None, pfile: int, flags: int, out_flags) -> i
         patched.xSync = ctypes.cast(_sync_cb, ctypes.c_void_p).value
         _state["methods"][key] = (patched, _SYNC(methods.contents.xSync))
     patched, original = _state["methods"][key]
-    path = name.decode()
+    path = ctypes.string_at(name).decode()
     _state["files"][pfile] = (path, original)
     _state["disk"].opened(path)
     ctypes.cast(pfile, ctypes.POINTER(_File)).contents.pMethods = ctypes.pointer(patched)
