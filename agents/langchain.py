@@ -42,7 +42,7 @@ try:
 except ImportError:  # the module is the optional extra: say how to get it
     raise UserError("rrsi.agents.langchain needs langchain-core: pip install 'rrsi-hub[langchain]'") from None
 
-__all__ = ["ErrorRule", "ErrorTable", "StepCollector", "RunnableExecutor", "PullModeAgent", "PulledStep"]
+__all__ = ["ErrorRule", "ErrorTable", "StepCollector", "RunnableExecutor", "PullModeAgent", "PulledStep", "returned"]
 
 STEP_CHARS = 200  # one intermediate step as the collector writes it
 REASONING_CHARS = 4000  # the collected reasoning before the harness fits it to the record
@@ -64,6 +64,16 @@ class ErrorRule(_Model):
 
     code: str = Field(pattern=CODE_PATTERN)
     symptom: str | None = Field(default=None, min_length=1, max_length=200)
+
+    def ending(self, exc: BaseException) -> str:
+        """How a step that raised ``exc`` ended, as its scratchpad's last line says: the exception, then the symptom."""
+        said = f"raised {type(exc).__name__}: {_short(str(exc), 400)}"
+        return f"{said}; {self.symptom}" if self.symptom else said
+
+
+def returned(value: Any) -> str:
+    """How a step that returned ``value`` ended, as its scratchpad's last line says it."""
+    return f"returned {_short(value)}"
 
 
 class ErrorTable:
@@ -292,12 +302,9 @@ class RunnableExecutor:
             rule = self.errors.lookup(exc)
             if rule is None:
                 raise
-            ending = f"raised {type(exc).__name__}: {_short(str(exc), 400)}" + (
-                f"; {rule.symptom}" if rule.symptom else ""
-            )
-            return self._result(collector, getattr(exc, "partial_output", None), rule.code, ending, [])
+            return self._result(collector, getattr(exc, "partial_output", None), rule.code, rule.ending(exc), [])
         value = self.output(out) if self.output is not None else out
-        return self._result(collector, value, None, f"returned {_short(value)}", _listed_steps(out))
+        return self._result(collector, value, None, returned(value), _listed_steps(out))
 
     def _result(self, collector: StepCollector, value: Any, code: str | None, ending: str, listed: list[str]):
         return ExecutionResult(
