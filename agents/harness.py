@@ -13,9 +13,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import zlib
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import ray
@@ -26,13 +25,14 @@ from rrsi.agents.records import make_record
 from rrsi.agents.self_reflection import reflect_on_agent
 from rrsi.agents.self_update import changed, l2_update
 from rrsi.agents.shipping import RecordShipper
+from rrsi.canary_slots import BUCKETS, in_any_slot, in_slot
 from rrsi.config import HarnessConfig, HubConfig, default_home
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import RRSIError, SchemaError
 from rrsi.heap import settle_actor_heap
 from rrsi.schema import AgentSpec, ReplayPair, StepRecord, Summary, TraceOutcome, validate
 
-__all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "in_canary", "node_resources"]
+__all__ = ["AgentHarness", "HarnessActor", "StepOutcome", "harness_name", "node_resources"]
 
 log = logging.getLogger(__name__)
 
@@ -49,11 +49,6 @@ def node_resources(name: str) -> dict[str, float]:
     ``harness`` and ``reflector``; a local Ray has none, and asking for one would never schedule.
     """
     return {name: 1.0} if ray.is_initialized() and ray.cluster_resources().get(name, 0) > 0 else {}
-
-
-def in_canary(task_id: str, share: float) -> bool:
-    """Whether a task falls in the canary share: a stable hash of its id, not a coin flip."""
-    return zlib.crc32(task_id.encode()) % 10_000 < share * 10_000
 
 
 class StepOutcome(dict):
@@ -94,7 +89,7 @@ class AgentHarness:
         self.params = ParamStore(self.spec, *(params or (0, None)))
         self.hub = hub
         self.config = config or HarnessConfig()
-        self.candidate: tuple[int, dict[str, float], float] | None = None
+        self.candidate: tuple[int, dict[str, float], tuple[int, int]] | None = None  # version, values, slot
         self._params_lock = threading.Lock()  # run() reads params while the hub's calls install them
         # (task, failed, confidence, version) as the incumbent served it: what a shadow replay compares against
         self.recent: deque[tuple[Task, bool, float | None, int]] = deque(maxlen=self.config.replay_buffer)
@@ -172,7 +167,7 @@ class AgentHarness:
 
     def _params_for(self, task_id: str) -> tuple[int, dict[str, float]]:
         with self._params_lock:
-            if self.candidate is not None and in_canary(task_id, self.candidate[2]):
+            if self.candidate is not None and in_slot(task_id, self.candidate[2]):
                 return self.candidate[0], self.candidate[1]
             return self.params.version, self.params.values
 
@@ -190,19 +185,22 @@ class AgentHarness:
             return self.params.version
 
     @ray.method(concurrency_group="control")
-    def set_candidate(self, version: int, values: dict[str, float], share: float) -> None:
-        """Serve ``values`` as ``version`` to the canary share of tasks, the incumbent to the rest."""
-        if not 0.0 < share <= 1.0:
-            raise SchemaError(f"share: expected a fraction in (0, 1], got {share!r}")
+    def set_candidate(self, version: int, values: dict[str, float], slot: tuple[int, int]) -> None:
+        """Serve ``values`` as ``version`` to the tasks of canary ``slot`` (buckets ``[lo, hi)`` of
+        :mod:`rrsi.canary_slots`), the incumbent to the rest."""
+        lo, hi = slot[0], slot[1]
+        if not 0 <= lo < hi <= BUCKETS:
+            raise SchemaError(f"slot: expected buckets [lo, hi) with 0 <= lo < hi <= {BUCKETS}, got {tuple(slot)!r}")
         with self._params_lock:
-            self.candidate = (version, self.params.validate(values), share)
+            self.candidate = (version, self.params.validate(values), (lo, hi))
 
     @ray.method(concurrency_group="control")
-    def shadow_replay(self, values: dict[str, float], n: int) -> list[ReplayPair]:
+    def shadow_replay(self, values: dict[str, float], n: int, skip: Sequence[tuple[int, int]] = ()) -> list[ReplayPair]:
         """Run up to ``n`` recent tasks again with ``values``: how the incumbent did and how ``values`` do, per task.
 
         Only tasks the current params served count: after a promotion or a rollback the older ones
-        describe another incumbent.
+        describe another incumbent. Tasks in a canary slot of ``skip`` are left out: another plan's
+        candidate may have served them upstream.
 
         Nothing is recorded or shipped: a shadow run only informs the hub's promotion test. Use it
         with executors whose calls have no side effects (the simulator's are pure functions of the
@@ -210,7 +208,9 @@ class AgentHarness:
         """
         values = self.params.validate(values)
         pairs = []
-        served = [(t, f, c) for t, f, c, v in self.recent if v == self.params.version]
+        served = [
+            (t, f, c) for t, f, c, v in self.recent if v == self.params.version and not in_any_slot(t.task_id, skip)
+        ]
         for task, failed, confidence in served[-n:]:
             result = self.executor(task, values)
             pairs.append(ReplayPair(failed, result.error_code is not None, confidence, result.confidence))

@@ -1,16 +1,23 @@
 """False promotions and power of the canary under continuous monitoring, and of the sequential shadow replay.
 
     python bench/canary_aa.py [--canaries 1000] [--tasks-per-pass 200] [--base 0.20] [--effect 0.05]
-                              [--replays 4000] [--shadow-effect 0.05]
+                              [--plans 3] [--trial-traces 400] [--trial-base 0.4] [--trial-effect 0.3]
+                              [--trial-pass 20] [--replays 4000] [--shadow-effect 0.05]
 
-Each simulated canary serves ``canary_share`` of ``--tasks-per-pass`` tasks per analysis pass
-to the candidate and the rest to the incumbent, and the verdict is asked at EVERY pass until
-it promotes, rolls back, or reaches ``canary_max_sample`` candidate steps — what the hub does.
+Each simulated canary's candidate serves its slot, ``canary_share`` of ``--tasks-per-pass``
+tasks per analysis pass, beside the slots of ``--plans`` − 1 other plans in canary; the incumbent
+serves the tasks in no slot (:mod:`rrsi.canary_slots`). The verdict is asked at EVERY pass until
+it promotes, rolls back, or reaches ``canary_max_sample`` candidate traces — what the hub does.
 A/A canaries (candidate identical to the incumbent, failure rate ``--base``) measure the
 false-promotion rate; A/B canaries (candidate fails ``--effect`` less) measure the power.
 Two tests on the same draws: the baseline re-tests a fixed-sample one-sided two-proportion z
 at α on every pass (a fixed-sample test, peeked at), and the hub's always-valid
 mSPRT (:func:`rrsi.hub.canary.canary_verdict`).
+
+Trial-sized traffic: the same canaries, asked every ``--trial-pass`` traces, on ``--trial-traces``
+traces in all: the share of A/B canaries (failure ``--trial-base`` → ``--trial-base`` −
+``--trial-effect``) promoted within them, the traces that took, and the A/A false promotions
+over the canary's whole course.
 
 Shadow replays: the candidate and the incumbent each fail a replayed task independently (an
 executor that samples), at ``--base`` (A/A) or the candidate ``--shadow-effect`` less (A/B). A
@@ -46,30 +53,48 @@ def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: Validatio
 
 
 def run_canary(
-    rng: np.random.Generator, p_inc: float, p_cand: float, tasks: int, cfg: ValidationConfig
+    rng: np.random.Generator,
+    p_inc: float,
+    p_cand: float,
+    tasks: int,
+    cfg: ValidationConfig,
+    plans: int = 1,
+    limit: int | None = None,
 ) -> tuple[str, str, int]:
-    """(baseline decision, mSPRT decision, passes looked at) of one canary."""
+    """(baseline decision, mSPRT decision, passes looked at) of one canary among ``plans`` in canary, each on
+    its slot of ``canary_share``; "wait" for a test still undecided after ``limit`` passes."""
     nc = fc = ni = fi = 0
     decided: dict[str, str] = {}
     passes = 0
-    while len(decided) < 2:
+    shares = [cfg.canary_share, 1.0 - plans * cfg.canary_share, (plans - 1) * cfg.canary_share]
+    while len(decided) < 2 and (limit is None or passes < limit):
         passes += 1
-        served = rng.binomial(tasks, cfg.canary_share)
+        served, rest, _ = rng.multinomial(tasks, shares)
         nc, fc = nc + served, fc + rng.binomial(served, p_cand)
-        ni, fi = ni + tasks - served, fi + rng.binomial(tasks - served, p_inc)
+        ni, fi = ni + rest, fi + rng.binomial(rest, p_inc)
         cand, inc = (nc, fc), (ni, fi)
         looks = {"z": fixed_z_decision, "msprt": lambda c, i, cfg: canary_verdict(c, i, cfg)[0]}
         for name, look in looks.items():
             if name not in decided and (d := look(cand, inc, cfg)) != "wait":
                 decided[name] = d
-    return decided["z"], decided["msprt"], passes
+    return decided.get("z", "wait"), decided.get("msprt", "wait"), passes
 
 
-def rates(rng, n: int, p_inc: float, p_cand: float, tasks: int, cfg: ValidationConfig) -> tuple[float, float, float]:
-    runs = [run_canary(rng, p_inc, p_cand, tasks, cfg) for _ in range(n)]
+def rates(
+    rng, n: int, p_inc: float, p_cand: float, tasks: int, cfg: ValidationConfig, plans: int = 1
+) -> tuple[float, float, float]:
+    runs = [run_canary(rng, p_inc, p_cand, tasks, cfg, plans) for _ in range(n)]
     z = sum(r[0] == "promote" for r in runs) / n
     msprt = sum(r[1] == "promote" for r in runs) / n
     return z, msprt, float(np.mean([r[2] for r in runs]))
+
+
+def trial(rng, n: int, p_inc: float, p_cand: float, args, cfg: ValidationConfig) -> tuple[float, float]:
+    """(share of ``n`` canaries the mSPRT promoted within ``--trial-traces`` traces, mean traces it took)."""
+    limit = args.trial_traces // args.trial_pass
+    runs = [run_canary(rng, p_inc, p_cand, args.trial_pass, cfg, args.plans, limit) for _ in range(n)]
+    took = [passes * args.trial_pass for _, d, passes in runs if d == "promote"]
+    return len(took) / n, float(np.mean(took)) if took else float("nan")
 
 
 def run_replay(rng: np.random.Generator, p_inc: float, p_cand: float, cfg: ValidationConfig) -> tuple[bool, bool, bool]:
@@ -99,22 +124,38 @@ def main() -> None:
     ap.add_argument("--tasks-per-pass", type=int, default=200)
     ap.add_argument("--base", type=float, default=0.20)
     ap.add_argument("--effect", type=float, default=0.05)
+    ap.add_argument("--plans", type=int, default=3, help="plans in canary at once, each on its own slot")
+    ap.add_argument("--trial-traces", type=int, default=400)
+    ap.add_argument("--trial-base", type=float, default=0.4)
+    ap.add_argument("--trial-effect", type=float, default=0.3)
+    ap.add_argument("--trial-pass", type=int, default=20, help="traces between two looks in the trial")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--replays", type=int, default=4000)
     ap.add_argument("--shadow-effect", type=float, default=0.05)
     args = ap.parse_args()
     cfg = ValidationConfig()
+    if not 1 <= args.plans <= round(cfg.canary_max_share / cfg.canary_share):
+        ap.error(f"--plans: the defaults hold 1 to {round(cfg.canary_max_share / cfg.canary_share)} canary slots")
     rng = np.random.default_rng(args.seed)
-    aa = rates(rng, args.canaries, args.base, args.base, args.tasks_per_pass, cfg)
-    ab = rates(rng, args.canaries, args.base, args.base - args.effect, args.tasks_per_pass, cfg)
+    aa = rates(rng, args.canaries, args.base, args.base, args.tasks_per_pass, cfg, args.plans)
+    ab = rates(rng, args.canaries, args.base, args.base - args.effect, args.tasks_per_pass, cfg, args.plans)
     print(
-        f"{args.canaries} canaries per arm, {args.tasks_per_pass} tasks per pass, share {cfg.canary_share}, "
-        f"alpha {cfg.canary_alpha}, min {cfg.canary_min_sample} / max {cfg.canary_max_sample} candidate steps"
+        f"{args.canaries} canaries per arm, {args.plans} in canary at once, {args.tasks_per_pass} tasks per pass, "
+        f"share {cfg.canary_share} each, alpha {cfg.canary_alpha}, min {cfg.canary_min_sample} / "
+        f"max {cfg.canary_max_sample} candidate traces"
     )
     print(f"{'test':<34}{'false promotions (A/A)':>24}{'power (A/B)':>14}")
     print(f"{'baseline: fixed z, every pass':<34}{aa[0]:>24.3f}{ab[0]:>14.3f}")
     print(f"{'hub: always-valid mSPRT':<34}{aa[1]:>24.3f}{ab[1]:>14.3f}")
     print(f"passes looked at per canary: A/A {aa[2]:.1f}, A/B {ab[2]:.1f}")
+    p_cand = args.trial_base - args.trial_effect
+    power, took = trial(rng, args.canaries, args.trial_base, p_cand, args, cfg)
+    false = rates(rng, args.canaries, args.trial_base, args.trial_base, args.trial_pass, cfg, args.plans)[1]
+    print(
+        f"\ntrial: {args.trial_traces} traces, a look every {args.trial_pass}, failure {args.trial_base} -> "
+        f"{p_cand:.2f}: promoted {power:.3f} (after {took:.0f} traces on average); "
+        f"A/A at {args.trial_base}: false promotions {false:.3f}"
+    )
     saa = replay_rates(rng, args.replays, args.base, args.base, cfg)
     sab = replay_rates(rng, args.replays, args.base, args.base - args.shadow_effect, cfg)
     print(

@@ -1,8 +1,9 @@
 r"""Canary validation: a sequential test that a candidate fails less than the incumbent on live traffic.
 
-The candidate serves a share of live tasks (by task-id hash) while the incumbent serves the
-other hash buckets; both are counted over the same period, from the plan's canary start.
-With fᶜ failures in nᶜ candidate steps and fⁱ in nⁱ incumbent steps, the effect is
+The candidate serves its plan's slot of live tasks (by task-id hash, :mod:`rrsi.canary_slots`)
+while the incumbent serves the tasks in no plan's slot; both are counted over the same period,
+from the slot's grant, on the traces each served (:mod:`rrsi.hub.canary_traffic`).
+With fᶜ failures in nᶜ candidate traces and fⁱ in nⁱ incumbent traces, the effect is
 θ = pⁱ − pᶜ (positive: the candidate fails less), estimated by θ̂ = f̂ⁱ/nⁱ − fᶜ/nᶜ with
 variance V = p̄(1 − p̄)(1/nᶜ + 1/nⁱ) (pooled p̄).
 
@@ -14,8 +15,8 @@ mixture N(θ₀, τ²) over the effect,
     Λ = √(V / (V + τ²)) · exp(τ² (θ̂ − θ₀)² / (2 V (V + τ²))),      p = min(1, 1/Λ),
 
 and P(p < α at any look | θ = θ₀) ≤ α. The candidate is promoted at the first look with
-p < α, θ̂ > θ₀ = ``canary_margin`` and at least ``canary_min_sample`` candidate steps; rolled
-back when the same test with θ₀ = 0 says it fails more, or at ``canary_max_sample`` steps
+p < α, θ̂ > θ₀ = ``canary_margin`` and at least ``canary_min_sample`` candidate traces; rolled
+back when the same test with θ₀ = 0 says it fails more, or at ``canary_max_sample`` traces
 without a verdict. τ = ``canary_mixing_sd`` is the effect size the test is most sensitive to.
 """
 
@@ -33,7 +34,7 @@ Decision = Literal["promote", "rollback", "wait"]
 
 
 def _effect(cand: tuple[int, int], inc: tuple[int, int]) -> tuple[float, float]:
-    """(θ̂, V): incumbent minus candidate failure rate, and its pooled variance. Pairs are (steps, failures)."""
+    """(θ̂, V): incumbent minus candidate failure rate, and its pooled variance. Pairs are (traces, failures)."""
     (nc, fc), (ni, fi) = cand, inc
     pooled = (fc + fi) / (nc + ni)
     return fi / ni - fc / nc, max(pooled * (1 - pooled), 1e-12) * (1 / nc + 1 / ni)
@@ -69,14 +70,14 @@ def canary_verdict(
     if enough and p_better < config.canary_alpha:
         decision, reason = (
             "promote",
-            f"candidate better: always-valid p = {p_better:.3g} < {config.canary_alpha} on {n} steps",
+            f"candidate better: always-valid p = {p_better:.3g} < {config.canary_alpha} on {n} traces",
         )
     elif enough and p_worse < config.canary_alpha:
-        decision, reason = "rollback", f"candidate worse: always-valid p = {p_worse:.3g} on {n} steps"
+        decision, reason = "rollback", f"candidate worse: always-valid p = {p_worse:.3g} on {n} traces"
     elif n >= config.canary_max_sample:
-        decision, reason = "rollback", f"no evidence of improvement after {n} steps (p = {p_better:.3g})"
+        decision, reason = "rollback", f"no evidence of improvement after {n} traces (p = {p_better:.3g})"
     else:
-        decision, reason = "wait", f"{n} candidate steps so far (p = {p_better:.3g})"
+        decision, reason = "wait", f"{n} candidate traces so far (p = {p_better:.3g})"
     verdict = CanaryVerdict(
         share=config.canary_share,
         candidate=cand,

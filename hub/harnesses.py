@@ -15,7 +15,7 @@ import ray
 
 from rrsi.agents.harness import harness_name
 from rrsi.errors import RRSIError
-from rrsi.schema import UpdatePlan
+from rrsi.schema import ReplayPair, UpdatePlan
 
 __all__ = ["Harnesses"]
 
@@ -46,17 +46,23 @@ class Harnesses:
     def _handles(self, agents: Iterable[str]) -> dict[str, object]:
         return {a: h for a in agents if (h := self.handle(a)) is not None}
 
-    def shadow_replay(self, plan: UpdatePlan, n: int) -> list[tuple[bool, bool]]:
-        """(incumbent failed, candidate failed) of up to ``n`` recent tasks per agent, agents in plan order."""
-        handles = self._handles(u.agent for u in plan.updates)
-        refs = [handles[u.agent].shadow_replay.remote(u.theta_new, n) for u in plan.updates if u.agent in handles]
-        return [pair for pairs in _get_all(refs) for pair in pairs]
-
-    def push_candidates(self, plan: UpdatePlan, share: float) -> None:
-        """Serve each agent's candidate of a canary plan to ``share`` of its tasks."""
+    def shadow_replay(self, plan: UpdatePlan, n: int, skip: list[tuple[int, int]] = ()) -> list[ReplayPair]:
+        """Up to ``n`` recent tasks per agent replayed with the plan's params, agents in plan order; tasks
+        in a canary slot of ``skip`` left out (:meth:`~rrsi.agents.harness.AgentHarness.shadow_replay`)."""
         handles = self._handles(u.agent for u in plan.updates)
         refs = [
-            handles[u.agent].set_candidate.remote(u.version_new, u.theta_new, share)
+            handles[u.agent].shadow_replay.remote(u.theta_new, n, list(skip))
+            for u in plan.updates
+            if u.agent in handles
+        ]
+        return [pair for pairs in _get_all(refs) for pair in pairs]
+
+    def push_candidates(self, plan: UpdatePlan) -> None:
+        """Serve each agent's candidate of a canary plan to the tasks of the plan's canary slot."""
+        handles = self._handles(u.agent for u in plan.updates)
+        slot = (plan.canary_slot.lo, plan.canary_slot.hi)
+        refs = [
+            handles[u.agent].set_candidate.remote(u.version_new, u.theta_new, slot)
             for u in plan.updates
             if u.agent in handles
         ]
@@ -77,15 +83,10 @@ class Harnesses:
                 )
 
     def reconcile(self, targets: dict[str, tuple[int, dict[str, float]]]) -> None:
-        """Bring each live harness to its target ``(version, values)`` where it runs another version."""
+        """Bring each live harness to its target ``(version, values)``, ending any candidate it serves: the
+        candidates of plans still in canary are pushed again by the next review."""
         handles = self._handles(targets)
-        current = {a: h.get_params.remote() for a, h in handles.items()}
-        running = {a: _reached(a, ref) for a, ref in current.items()}
-        fixes = {
-            a: handles[a].set_params.remote(*targets[a])
-            for a, got in running.items()
-            if got is not None and got[0] != targets[a][0]
-        }
+        fixes = {a: h.set_params.remote(*targets[a]) for a, h in handles.items()}
         for agent, ref in fixes.items():
             _reached(agent, ref)
 

@@ -125,7 +125,7 @@ class ReflectionHub:
 
     def params_for(self, agent: str, task_id: str) -> dict:
         """Pull mode: the params serving ``task_id`` of ``agent``, a canary's candidate included."""
-        return served_params(self.directory, self.store, self.config.validation.canary_share, agent, task_id)
+        return served_params(self.directory, self.store, agent, task_id)
 
     @locked
     def analyze(self) -> AnalysisReport:

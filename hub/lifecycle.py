@@ -2,20 +2,25 @@
 
 ``proposed → canary → promoted | rolled_back`` for a plan the gate let through, ``blocked →
 proposed → …`` for one a human approved, ``canary → parked`` for a canary whose candidate got
-no traffic (:mod:`rrsi.hub.canary_stall`). Every transition is written to the store —
-atomically for all agents of the plan — before it takes effect on the harnesses;
-:meth:`PlanLifecycle.reconcile` brings live harnesses back to the store's last promoted
-parameters after a crash or a rollback.
+no traffic (:mod:`rrsi.hub.canary_stall`). A plan in canary serves its candidate on a slot of the
+task-hash space no other plan holds (:mod:`rrsi.canary_slots`; with none free it waits in canary,
+serving nothing, until one frees) and is judged on its own traffic (:mod:`rrsi.hub.canary_traffic`).
+Every transition is written to the store — atomically for all agents of the plan — before it
+takes effect on the harnesses; :meth:`PlanLifecycle.reconcile` brings live harnesses back to the
+store's last promoted parameters, and ends the candidates they serve, after a crash or a rollback.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
+from rrsi.canary_slots import CanarySlot, free_slot
 from rrsi.config import HubConfig
 from rrsi.errors import SchemaError, UnknownPlan
 from rrsi.hub.canary import canary_verdict
 from rrsi.hub.canary_stall import unstall
+from rrsi.hub.canary_traffic import canary_counts
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
@@ -27,11 +32,6 @@ from rrsi.store import Store
 __all__ = ["PlanLifecycle"]
 
 log = logging.getLogger(__name__)
-
-
-def _canary_start(plan: UpdatePlan) -> float:
-    """When the plan entered its (latest) canary state."""
-    return max((ts for state, ts in plan.history if state == "canary"), default=plan.created_at)
 
 
 def _theta(plan: UpdatePlan, gate: GateDecision) -> float:
@@ -68,11 +68,12 @@ class PlanLifecycle:
             return self.promote(plan)
         plan = self._start_canary(plan)
         if self.config.validation.mode == "canary":
-            self.harnesses.push_candidates(plan, self.config.validation.canary_share)
-            return plan
+            return self._serve(plan)
         pairs = self.replay(plan)
         if plan.silent_share >= SILENT_SHARE and shadow_blind(pairs, self.config.validation):
-            return self._live(plan)
+            # its agents' evidence is silent (their own steps hardly fail visibly, with either params):
+            # only the traces it serves can judge it
+            return self._serve(plan)
         decision, verdict = shadow_verdict(pairs, self.config.validation)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
@@ -82,10 +83,10 @@ class PlanLifecycle:
         better but the sequential test cannot yet tell, up to ``shadow_max_tasks`` (:mod:`rrsi.hub.shadow`)."""
         config = self.config.validation
         n = config.shadow_tasks
-        pairs = self.harnesses.shadow_replay(plan, n)
+        pairs = self.shadow_pairs(plan, n)
         while n < config.shadow_max_tasks and not shadow_settled(pairs, config):
             n = min(2 * n, config.shadow_max_tasks)
-            more = self.harnesses.shadow_replay(plan, n)
+            more = self.shadow_pairs(plan, n)
             if len(more) <= len(pairs):  # the harnesses hold no more tasks served by the incumbent
                 break
             pairs = more
@@ -118,10 +119,31 @@ class PlanLifecycle:
         best = best.model_copy(update={"plan_id": first.plan_id})
         return self.promote(self._start_canary(best).model_copy(update={"canary": verdict}))
 
-    def _live(self, plan: UpdatePlan) -> UpdatePlan:
-        """A plan shadow replay cannot judge (its agents' evidence is silent: their own steps hardly fail
-        visibly, with either params) goes to live traffic, judged by the traces it serves."""
-        self.harnesses.push_candidates(plan, self.config.validation.canary_share)
+    def shadow_pairs(self, plan: UpdatePlan, n: int) -> list[ReplayPair]:
+        """``plan`` replayed in shadow on up to ``n`` recent tasks of each of its agents, less the tasks in a
+        slot a plan in canary holds: another plan's candidate may have served them upstream."""
+        held = [(p.canary_slot.lo, p.canary_slot.hi) for p in self.store.plans("canary") if p.canary_slot is not None]
+        return self.harnesses.shadow_replay(plan, n, held)
+
+    def _serve(self, plan: UpdatePlan) -> UpdatePlan:
+        """Serve the candidate of a plan in canary on its slot of the task-hash space, taking a free one first
+        (:func:`~rrsi.canary_slots.free_slot`); with none free the plan waits, the reason in its verdict."""
+        config = self.config.validation
+        if plan.canary_slot is None:
+            taken = [p.canary_slot for p in self.store.plans("canary") if p.canary_slot is not None]
+            bounds = free_slot(config.canary_share, config.canary_max_share, taken)
+            if bounds is None:
+                reason = (
+                    f"waiting for a free canary slot: {len(taken)} plans in canary hold the "
+                    f"{config.canary_max_share:g} of tasks candidates may serve (validation.canary_max_share)"
+                )
+                verdict = CanaryVerdict(share=0.0, candidate=(0, 0), incumbent=(0, 0), promoted=False, reason=reason)
+                plan = plan.model_copy(update={"canary": verdict})
+                self.store.put_plan(plan)
+                return plan
+            plan = plan.model_copy(update={"canary_slot": CanarySlot(*bounds, time.time())})
+            self.store.put_plan(plan)
+        self.harnesses.push_candidates(plan)
         return plan
 
     def reject(self, plan: UpdatePlan, verdict: CanaryVerdict) -> UpdatePlan:
@@ -135,17 +157,19 @@ class PlanLifecycle:
         return plan
 
     def review_canaries(self) -> list[UpdatePlan]:
-        """Decide every plan in canary on its traffic so far; returns the plans that settled."""
-        settled = []
-        for plan in self.store.plans("canary"):
-            if (unstalled := unstall(self, plan)) is not None:  # no candidate traffic: shadow replay or parked
+        """Decide every plan in canary on its own traffic so far; a plan waiting for a slot takes one that
+        freed. Returns the plans that settled."""
+        settled, plans = [], self.store.plans()
+        for plan in [p for p in plans if p.state == "canary"]:
+            if plan.canary_slot is None:
+                self._serve(plan)
+                continue
+            if (unstalled := unstall(self, plan, plans)) is not None:  # no candidate traffic: shadow or parked
                 settled.append(unstalled)
                 continue
-            since = _canary_start(plan)  # the incumbent's traffic served beside the candidate's, not all of its past
             # judged on the traces each side served, end to end: a defect that shows only downstream or in
-            # the answer counts against the version that made it
-            cand = self.store.trace_failures([(u.agent, u.version_new) for u in plan.updates], since)
-            inc = self.store.trace_failures([(u.agent, u.version_old) for u in plan.updates], since)
+            # the answer counts against the version that made it; another plan's candidate traffic on neither side
+            cand, inc = canary_counts(self.store, plan, plans)
             decision, verdict = canary_verdict(cand, inc, self.config.validation)
             plan = plan.model_copy(update={"canary": verdict})
             if decision == "promote":
@@ -154,9 +178,7 @@ class PlanLifecycle:
                 settled.append(self.rollback(plan))
             else:
                 self.store.put_plan(plan)
-                self.harnesses.push_candidates(
-                    plan, self.config.validation.canary_share
-                )  # a restarted harness gets it back
+                self.harnesses.push_candidates(plan)  # a restarted harness gets it back
         return settled
 
     def review_approved(self) -> list[UpdatePlan]:

@@ -177,7 +177,7 @@ class Prober:
         flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent}
         plan = plan.model_copy(update={"plan_id": plan.plan_id + suffix, "gates": decisions, **flags})
         self.lifecycle.store.put_plan(plan)
-        pairs = self.lifecycle.harnesses.shadow_replay(plan, self.config.validation.shadow_tasks)
+        pairs = self.lifecycle.shadow_pairs(plan, self.config.validation.shadow_tasks)
         _, verdict = shadow_verdict(pairs, self.config.validation)
         better, worse = compare(pairs)
         return better - worse, plan, verdict, shadow_blind(pairs, self.config.validation)

@@ -2,17 +2,17 @@
 
 An agent that runs outside Ray (its own service, a LangGraph app) asks the hub before each
 task — ``HubClient.params_for(agent, task_id)`` or ``GET /v1/params`` on the receiver — and
-gets what a harness would have run it with: the candidate of a plan in canary when the task
-falls in the canary share by the same task-id hash harnesses use
-(:func:`rrsi.agents.harness.in_canary`), else the last promoted version. The agent reports
-the version it ran with as the span attribute ``rrsi.params.version``
-(:data:`rrsi.traces.otel.ATTR_PARAMS_VERSION`), so canary verdicts, promotions and
-rollbacks count its steps exactly as they count a harness's.
+gets what a harness would have run it with: the candidate of the plan in canary whose slot
+holds the task's hash bucket (:mod:`rrsi.canary_slots`, the buckets harnesses serve a candidate
+to), else the last promoted version. Slots of plans in canary never overlap, so a task gets at
+most one plan's candidate. The agent reports the version it ran with as the span attribute
+``rrsi.params.version`` (:data:`rrsi.traces.otel.ATTR_PARAMS_VERSION`), so canary verdicts,
+promotions and rollbacks count its steps exactly as they count a harness's.
 """
 
 from __future__ import annotations
 
-from rrsi.agents.harness import in_canary
+from rrsi.canary_slots import in_slot
 from rrsi.errors import SchemaError
 from rrsi.hub.directory import AgentDirectory
 from rrsi.store import Store
@@ -20,10 +20,8 @@ from rrsi.store import Store
 __all__ = ["served_params"]
 
 
-def served_params(directory: AgentDirectory, store: Store, canary_share: float, agent: str, task_id: str) -> dict:
+def served_params(directory: AgentDirectory, store: Store, agent: str, task_id: str) -> dict:
     """``{agent, task_id, version, params, canary, plan_id}``: the params ``task_id`` runs with.
-
-    ``canary_share`` is the hub's share of tasks that run a canary's candidate.
 
     Raises:
         UnknownAgent: ``agent`` is not registered.
@@ -34,8 +32,10 @@ def served_params(directory: AgentDirectory, store: Store, canary_share: float, 
     version, values = directory.current_params(agent)
     served = {"agent": agent, "task_id": task_id, "version": version, "params": values, "canary": False}
     for plan in store.plans("canary"):
+        if not in_slot(task_id, plan.canary_slot):
+            continue
         for update in plan.updates:
-            if update.agent == agent and update.version_new is not None and in_canary(task_id, canary_share):
+            if update.agent == agent and update.version_new is not None:
                 served.update(version=update.version_new, params=dict(update.theta_new), canary=True)
                 return {**served, "plan_id": plan.plan_id}
     return {**served, "plan_id": None}

@@ -176,22 +176,26 @@ class GateConfig(_Model):
 
 
 class ValidationConfig(_Model):
-    """Validation before promotion: ``mode`` ``canary`` (a ``canary_share`` of live tasks by task-id
-    hash), ``shadow`` (a replay of the latest ``shadow_tasks`` tasks) or ``none``. Promoted when a
-    one-sided test at ``canary_alpha`` says the candidate fails less by ``canary_margin`` with at
-    least ``canary_min_sample`` candidate steps; rolled back at ``canary_max_sample`` without that.
+    """Validation before promotion: ``mode`` ``canary`` (live tasks by task-id hash), ``shadow`` (a
+    replay of the latest ``shadow_tasks`` tasks) or ``none``. In canary each plan's candidate serves
+    its own slot of ``canary_share`` of the tasks, slots of concurrent plans never overlap and
+    together take at most ``canary_max_share`` (one slot at least; a plan waits for a free slot),
+    and the rest runs the incumbent (:mod:`rrsi.canary_slots`). Promoted when a one-sided test at
+    ``canary_alpha`` says the candidate fails less by ``canary_margin`` with at least
+    ``canary_min_sample`` candidate traces; rolled back at ``canary_max_sample`` without that.
     The canary's test is sequential (an always-valid mSPRT p-value with mixing standard deviation
     ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
     false-promotion rate at ``canary_alpha``. A shadow replay that cannot yet tell replays more of the
     latest tasks, up to ``shadow_max_tasks``, under a sequential sign test (:mod:`rrsi.hub.shadow`)."""
 
     mode: Literal["canary", "shadow", "none"] = "canary"
-    canary_share: float = Field(default=0.05, gt=0.0, le=1.0)
+    canary_share: float = Field(default=0.2, gt=0.0, le=1.0)
+    canary_max_share: float = Field(default=0.6, gt=0.0, le=1.0)
     canary_margin: float = Field(default=0.0, ge=0.0, le=1.0)
     canary_alpha: float = Field(default=0.05, gt=0.0, lt=1.0)
     canary_mixing_sd: float = Field(default=0.1, gt=0.0, le=1.0)
     canary_min_sample: int = Field(default=50, ge=1)
-    canary_max_sample: int = Field(default=1000, ge=1)
+    canary_max_sample: int = Field(default=2000, ge=1)
     canary_stall_s: float = Field(default=120.0, gt=0.0)
     shadow_tasks: int = Field(default=200, ge=1)
     shadow_max_tasks: int = Field(default=1000, ge=1)

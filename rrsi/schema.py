@@ -14,6 +14,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import Field, field_validator, model_validator
 
+from rrsi.canary_slots import CanarySlot
 from rrsi.errors import SchemaError, UnknownParam
 from rrsi.reflection import (
     CONDITIONAL,
@@ -346,11 +347,10 @@ PLAN_TRANSITIONS: dict[str, frozenset[str]] = {
 class UpdatePlan(_Model):
     """θ_old → θ_new for the agents of one incident, with the objective's terms and the gates.
 
-    ``kind``: an ``update`` follows a reflection; a ``probe`` tries one direction of a param whose
-    symptoms do not say which way (``probe_sign`` +1 up, −1 down). ``silent_share``: the share of
-    its agents' blamed records with no error code (from ½ on, validation judges it by the traces it
-    serves). ``objective`` holds the joint update's terms only; ``held``: the params it was asked to move
-    that it leaves where they are, each with its reason.
+    ``kind``: an ``update`` follows a reflection; a ``probe`` tries one direction (``probe_sign`` +1 up, −1 down)
+    of a param whose symptoms say no way. ``silent_share``: its agents' share of blamed records with no error code
+    (from ½ on, validation judges it by the traces it serves). ``objective``: the joint update's terms; ``held``:
+    params asked to move that it leaves, with reasons. ``canary_slot``: its candidate's tasks (rrsi.canary_slots).
     """
 
     plan_id: str = Field(min_length=1)
@@ -364,6 +364,7 @@ class UpdatePlan(_Model):
     held: list[HeldParam] = Field(default_factory=list)
     gates: list[GateDecision] = Field(default_factory=list)
     canary: CanaryVerdict | None = None
+    canary_slot: CanarySlot | None = None
     state: PlanState = "proposed"
     history: list[tuple[str, float]] = Field(default_factory=list)
     created_at: float = Field(default_factory=time.time)

@@ -177,24 +177,28 @@ class Store:
         )
         return rows[0][0], rows[0][1] or 0
 
-    def trace_failures(self, versions: Iterable[tuple[str, int]], since: float | None = None) -> tuple[int, int]:
+    def trace_failures(
+        self, versions: Iterable[tuple[str, int]], since: float | None = None, apart: Iterable[tuple] = ()
+    ) -> tuple[int, int]:
         """(traces, failed traces) among the traces with a step of any ``(agent, params version)`` of
-        ``versions`` (recorded from ``since``, epoch seconds). A trace failed when any of its steps
+        ``versions`` (recorded from ``since``, epoch seconds), less those with a step of an ``(agent, params
+        version, until)`` of ``apart`` recorded before ``until``. A trace failed when any of its steps
         failed or its reported outcome is a failure, so a defect that shows only downstream, or only
         in the answer, counts against the version that ran."""
-        pairs = list(versions)
+        pairs, apart = list(versions), list(apart)
         if not pairs:
             return 0, 0
         match = " OR ".join("(agent = ? AND params_version = ?)" for _ in pairs)
-        args: list = [x for pair in pairs for x in pair]
-        if since is not None:
-            args.append(since)
+        away = " OR ".join("(x.agent = ? AND x.params_version = ? AND x.ts < ?)" for _ in apart)
+        away = f" WHERE NOT EXISTS (SELECT 1 FROM records x WHERE x.trace_id = t.trace_id AND ({away}))"
+        args: list = [x for pair in pairs for x in pair] + ([since] if since is not None else [])
         sql = (
             "SELECT COUNT(*), SUM(EXISTS (SELECT 1 FROM records f WHERE f.trace_id = t.trace_id "
             "AND f.error_code IS NOT NULL) OR EXISTS (SELECT 1 FROM trace_outcomes o WHERE o.trace_id = t.trace_id "
             f"AND o.ok = 0)) FROM (SELECT DISTINCT trace_id FROM records WHERE ({match})"
-            f"{' AND ts >= ?' if since is not None else ''}) t"
+            f"{' AND ts >= ?' if since is not None else ''}) t{away if apart else ''}"
         )
+        args += [x for triple in apart for x in triple]
         rows = self._read(sql, tuple(args))
         return rows[0][0], rows[0][1] or 0
 

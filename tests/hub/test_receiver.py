@@ -217,7 +217,7 @@ def test_a_malformed_protobuf_and_an_unknown_encoding(receiver):
 
 
 def test_pull_mode_serves_a_canary_plan_to_its_share_of_tasks_by_task_hash(tmp_path):
-    from rrsi.agents.harness import in_canary
+    from rrsi.canary_slots import in_slot
 
     hub = ReflectionHub(str(tmp_path / "c.sqlite"), {"validation": "canary", "canary_share": 0.3})
     hub.register_agent(UP)
@@ -233,7 +233,7 @@ def test_pull_mode_serves_a_canary_plan_to_its_share_of_tasks_by_task_hash(tmp_p
         with pytest.raises(UnknownAgent):
             params.get("ghost", "task-1")
     for task, s in served.items():
-        assert s["canary"] == in_canary(task, 0.3), "the same task-id hash the harnesses use"
+        assert s["canary"] == in_slot(task, plan["canary_slot"]), "the plan's slot, as the harnesses serve it"
         assert s["version"] == (plan["updates"][0]["version_new"] if s["canary"] else 0)
     assert 5 < sum(s["canary"] for s in served.values()) < 35
     hub.close()

@@ -25,7 +25,7 @@ class Replays:
     def __init__(self, fixed, broken):
         self.fixed, self.broken, self.asked = fixed, broken, []
 
-    def shadow_replay(self, plan, n):
+    def shadow_replay(self, plan, n, skip=()):
         x = plan.updates[0].theta_new["x"]
         self.asked.append((x, n))
         good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
