@@ -70,7 +70,7 @@ class AnalysisPass:
             self._run_group(group, report)
         report.retraining, swapped = self.reflectors.retrain()
         report.retrained = None if swapped is None else str(swapped)
-        self.metrics.analysed(dead_letters=self.store.count("dead_letters"))
+        self.metrics.analysed(dead_letters=self.store.count("dead_letters"), refused=self.store.refused_counts())
         return report
 
     def _pending_traces(self) -> list[Trace]:

@@ -164,10 +164,11 @@ class HubClient:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         return self._invoke("ingest_json", batch)
 
-    def ingest_request(self, records: list[str], outcomes: list) -> RequestStored:
-        """One request's JSON records and trace verdicts, stored in one transaction (all or none); records of
-        an unregistered agent or code are refused with their reasons, the rest stored."""
-        return self._invoke("ingest_request", records, outcomes)
+    def ingest_request(self, records: list[str], outcomes: list, letters: list = ()) -> RequestStored:
+        """One request's JSON records, trace verdicts and unmapped spans (``(span JSON, reason)``, kept as dead
+        letters), stored in one transaction (all or none); records of an unregistered agent are held until it
+        registers, and what was refused or held comes back with the reasons."""
+        return self._invoke("ingest_request", records, outcomes, list(letters))
 
     def dead_letter(self, letters: list[tuple[str, str]], agent: str | None = None) -> int:
         """Keep records that could not be delivered, as ``(record JSON, reason)`` pairs."""

@@ -7,8 +7,11 @@ sees the same last promoted version of an agent.
 
 from __future__ import annotations
 
-from rrsi.error_codes import ErrorCodeRegistry, default_registry
-from rrsi.errors import UnknownAgent, UnknownErrorCode
+import re
+import threading
+
+from rrsi.error_codes import CODE_PATTERN, ErrorCodeRegistry, default_registry, observed_code_entry
+from rrsi.errors import SchemaError, UnknownAgent, UnknownErrorCode
 from rrsi.graph.dependency import DependencyGraph
 from rrsi.schema import AgentSpec, StepRecord, validate
 from rrsi.store import Store
@@ -29,6 +32,9 @@ class AgentDirectory:
         self.specs: dict[str, AgentSpec] = {}
         self.graph = DependencyGraph()
         self._error_types: dict[str, str] = {c.code: c.error_type for c in self.codes}
+        self._lock = threading.Lock()  # ingest threads observe codes and auto-register agents concurrently
+        for code, error_type in store.observed_codes().items():
+            self.codes.register(observed_code_entry(code, error_type))
         for spec in store.agents():
             self._add(spec)
 
@@ -51,6 +57,32 @@ class AgentDirectory:
         self.store.put_agent(spec)
         self._add(spec)
         return spec
+
+    def observe_code(self, code: str) -> bool:
+        """Take an error code seen in traffic that no param declares as a code of its own (bound to no param,
+        stored, listed by ``rrsi hub status``); False when ``code`` does not look like one (``SQL_SYNTAX_001``)."""
+        if code in self._error_types:
+            return True
+        if not re.match(CODE_PATTERN, code):
+            return False
+        with self._lock:
+            if code not in self._error_types:
+                entry = observed_code_entry(code)
+                self.store.put_observed_code(code, entry.error_type)
+                self.codes.register(entry)
+                self._error_types = {**self._error_types, code: entry.error_type}
+        return True
+
+    def auto_register(self, agent: str) -> bool:
+        """Register an agent first seen in traffic with no params (``ingest.auto_register``); False when the
+        name is not a valid agent name."""
+        with self._lock:
+            if agent not in self.specs:
+                try:
+                    self.register({"name": agent})
+                except SchemaError:
+                    return False
+        return True
 
     def require(self, agent: str, where: str = "agent") -> AgentSpec:
         """The spec of a registered agent, or UnknownAgent naming ``where``."""

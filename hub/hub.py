@@ -63,7 +63,7 @@ class ReflectionHub:
         self.store = Store(store_path)
         self.metrics = HubMetrics()
         self.directory = AgentDirectory(self.store)
-        self.intake = Ingestor(self.store, self.directory, self.metrics)
+        self.intake = Ingestor(self.store, self.directory, self.metrics, self.config.ingest)
         gate, harnesses = Gate(self.store, self.directory.codes, self.config.gate), Harnesses(namespace)
         self.lifecycle = PlanLifecycle(self.store, self.config, gate, self.directory, harnesses, self.metrics)
         self.reflectors = Reflectors(self.config.reflection, self.directory.codes, self.store, namespace)
@@ -85,8 +85,10 @@ class ReflectionHub:
 
     @locked
     def register_agent(self, spec: AgentSpec | dict) -> dict:
-        """Register (or re-register) an agent; its dependencies must be registered first."""
-        return self.directory.register(spec).model_dump()
+        """Register (or re-register) an agent (its dependencies first); records held for it are ingested."""
+        registered = self.directory.register(spec)
+        self.intake.release_held(registered.name)
+        return registered.model_dump()
 
     def agents(self) -> list[dict]:
         return [s.model_dump() for s in self.directory.specs.values()]
@@ -102,9 +104,9 @@ class ReflectionHub:
         """``ingest`` for JSON-encoded records, as harnesses ship them."""
         return self.intake.ingest_json(batch)
 
-    def ingest_request(self, records: list[str], outcomes: list[TraceOutcome | dict]) -> RequestStored:
-        """JSON records and verdicts in one transaction; refused records come back with their reasons."""
-        return self.intake.ingest_request(records, outcomes)
+    def ingest_request(self, records: list[str], outcomes: list, letters: list = ()) -> RequestStored:
+        """JSON records, verdicts and unmapped spans in one transaction; refused and held records come back."""
+        return self.intake.ingest_request(records, outcomes, letters)
 
     def report_outcomes(self, outcomes: list[TraceOutcome | dict]) -> int:
         """Store end-of-task verdicts (evaluator, user, test); a failed one queues its trace for analysis."""
@@ -178,9 +180,7 @@ class ReflectionHub:
 
     def stats(self) -> dict[str, Any]:
         """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
-        return hub_stats(
-            self.store, len(self.directory.specs), len(self.intake.pending), self._loop.loop, self.reflectors
-        )
+        return hub_stats(self.store, self.intake, self._loop.loop, self.reflectors)
 
     def dead_letters(self, limit: int = 100) -> list[dict]:
         """The latest records refused or undeliverable, newest first, with their reasons."""

@@ -24,11 +24,12 @@ import json
 import threading
 import time
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
+from rrsi.config import IngestConfig
 from rrsi.errors import SchemaError
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.metrics import HubMetrics
@@ -84,12 +85,13 @@ paused_gc = _CollectorPause()
 
 @dataclass(frozen=True)
 class RequestStored:
-    """What :meth:`Ingestor.ingest_request` did: new records and verdicts stored, and the records refused as
-    ``(index, reason)``."""
+    """What :meth:`Ingestor.ingest_request` did: new records and verdicts stored, the records refused (kept as
+    dead letters) as ``(index, reason)``, and the records held until their agent registers, likewise."""
 
     records: int
     outcomes: int
     refused: list[tuple[int, str]]
+    held: list[tuple[int, str]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -149,10 +151,14 @@ class Ingestor:
         store: where records go.
         directory: the registered agents and error codes records are checked against.
         metrics: counts ingested traces and failures.
+        config: what becomes of a request's records of unregistered agents (held, or auto-registered).
     """
 
-    def __init__(self, store: Store, directory: AgentDirectory, metrics: HubMetrics) -> None:
+    def __init__(
+        self, store: Store, directory: AgentDirectory, metrics: HubMetrics, config: IngestConfig | None = None
+    ) -> None:
         self.store, self.directory, self.metrics = store, directory, metrics
+        self.config = config or IngestConfig()
         covered = {t for inc in store.incidents() for t in inc.trace_ids} | store.parked_trace_ids()
         # failing trace → when its latest record arrived (monotonic): a trace waits until it has been quiet
         # for the pass's settle time, so an upstream record shipped after its downstream failure is not missed
@@ -183,37 +189,69 @@ class Ingestor:
                     checked.add((head.agent, head.error_code))
             return len(self._store(heads, bodies).records)
 
-    def ingest_request(self, batch: list[str], outcomes: list[TraceOutcome | dict]) -> RequestStored:
-        """One request's step records (JSON strings, as ``ingest_json``) and end-of-task verdicts, stored in
-        one transaction: all of them or none. A record of an unregistered agent or with an undeclared code is
-        refused (left out, with the reason) and the rest stored; a malformed record or verdict rejects the
-        call unchanged. A record or verdict already stored changes nothing and queues nothing."""
+    def ingest_request(
+        self, batch: list[str], outcomes: list[TraceOutcome | dict], letters: list[tuple[str, str]] = ()
+    ) -> RequestStored:
+        """One request's step records (JSON strings, as ``ingest_json``), end-of-task verdicts and the spans its
+        mapping could not use (``letters``: ``(span JSON, reason)``, kept as ``unmapped`` dead letters), stored in
+        one transaction: all of them or none. An error code no param declares is taken as a code of its own
+        (:meth:`AgentDirectory.observe_code`). A record of an unregistered agent is held until the agent
+        registers (``ingest.held_limit`` in all; beyond it, a dead letter), or the agent is registered with no
+        params when ``ingest.auto_register`` is on. A record whose code is not a code is refused and kept as a
+        dead letter. A malformed record or verdict rejects the call unchanged; a record or verdict already
+        stored changes nothing and queues nothing."""
         with paused_gc():
             heads, bodies = self._parse_json(batch)
             checked = _checked_outcomes(outcomes)
-            refusals: dict[tuple[str, str | None], str | None] = {}
-            kept, refused = [], []
-            for i, head in enumerate(heads):
-                key = (head.agent, head.error_code)
-                if key not in refusals:
-                    refusals[key] = self._refusal(head)
-                if refusals[key] is None:
-                    kept.append(i)
-                else:
-                    refused.append((i, refusals[key]))
-            stored = self._store([heads[i] for i in kept], [bodies[i] for i in kept], checked)
-        return RequestStored(len(stored.records), len(stored.outcomes), refused)
-
-    def _refusal(self, head: RecordHead) -> str | None:
-        """Why the hub does not take a record of this agent and code, or None."""
-        if head.agent not in self.directory.specs:
-            return f"agent {head.agent!r} is not registered with the hub (register it first: register_pull_agent)"
-        if head.error_code is not None and head.error_code not in self.directory.error_types():
-            return (
-                f"error code {head.error_code!r} is not registered (declare it as a param's error_code, "
-                "or set rrsi.error_code to a registered one)"
+            kept, held, refused = self._sort(heads)
+            held_rows = [(heads[i].record_id, heads[i].agent, bodies[i]) for i, _ in held]
+            dead = [(heads[i].agent, "refused", why, bodies[i]) for i, why in refused]
+            dead += [(None, "unmapped", why, body) for body, why in letters]
+            stored = self._store(
+                [heads[i] for i in kept], [bodies[i] for i in kept], checked, held=held_rows, letters=dead
             )
-        return None
+        over = {held[j][0] for j in stored.over_limit}
+        refused += [(i, "agent not registered and the hub's held-record limit reached") for i in sorted(over)]
+        return RequestStored(len(stored.records), len(stored.outcomes), refused, [h for h in held if h[0] not in over])
+
+    def _sort(self, heads: list[RecordHead]) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
+        """The indices of the records to store, to hold (with why) and to refuse (with why)."""
+        verdicts: dict[tuple[str, str | None], tuple[str, str | None]] = {}
+        kept, held, refused = [], [], []
+        for i, head in enumerate(heads):
+            key = (head.agent, head.error_code)
+            if key not in verdicts:
+                verdicts[key] = self._admission(head)
+            action, why = verdicts[key]
+            (kept.append(i) if action == "keep" else (held if action == "hold" else refused).append((i, why)))
+        return kept, held, refused
+
+    def _admission(self, head: RecordHead) -> tuple[str, str | None]:
+        """``keep``, ``hold`` (the agent is not registered) or ``refuse`` a record of this agent and code, and why."""
+        if head.error_code is not None and not self.directory.observe_code(head.error_code):
+            return "refuse", f"error code {head.error_code!r} is not a code (expected e.g. SQL_SYNTAX_001)"
+        if head.agent in self.directory.specs:
+            return "keep", None
+        if self.config.auto_register and self.directory.auto_register(head.agent):
+            return "keep", None
+        return "hold", (
+            f"agent {head.agent!r} is not registered: held until it is (rrsi agents register), "
+            "or start the hub with --auto-register"
+        )
+
+    def release_held(self, agent: str) -> int:
+        """Ingest the records held for ``agent`` (now registered): stored, queued and counted as if they had
+        just arrived, then forgotten as held. Returns how many were new."""
+        rows = self.store.held_records(agent)
+        if not rows:
+            return 0
+        with paused_gc():
+            heads, bodies = self._parse_json([body for _, body in rows])
+            kept, _, refused = self._sort(heads)
+            dead = [(heads[i].agent, "refused", why, bodies[i]) for i, why in refused]
+            stored = self._store([heads[i] for i in kept], [bodies[i] for i in kept], letters=dead)
+        self.store.drop_held(record_id for record_id, _ in rows)
+        return len(stored.records)
 
     def _parse_json(self, batch: list[str]) -> tuple[list[RecordHead], list[str]]:
         """Every record of the batch validated: its head and its body to store (a SchemaError names the bad one)."""
@@ -239,11 +277,17 @@ class Ingestor:
         return heads, bodies
 
     def _store(
-        self, records: list[StepRecord | RecordHead], bodies: list[str] | None = None, outcomes: list = ()
+        self,
+        records: list[StepRecord | RecordHead],
+        bodies: list[str] | None = None,
+        outcomes: list = (),
+        held: list = (),
+        letters: list = (),
     ) -> Stored:
-        """Store records and verdicts in one transaction; only the new ones queue their traces and are counted."""
+        """Store records and verdicts (with held records and dead letters) in one transaction; only the new
+        ones queue their traces and are counted."""
         with self._lock:
-            stored = self.store.add_batch(records, bodies, outcomes)
+            stored = self.store.add_batch(records, bodies, outcomes, held, letters, self.config.held_limit)
             fresh = [records[i] for i in stored.records]
             now, pending = time.monotonic(), self.pending
             pending.update((r.trace_id, now) for r in fresh if r.failed or r.trace_id in pending)

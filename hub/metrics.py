@@ -75,6 +75,13 @@ METRICS: tuple[MetricSpec, ...] = (
     ),
     MetricSpec("dead_letters", "rrsi_dead_letters", "gauge", "records kept in the store's dead letters"),
     MetricSpec(
+        "refused",
+        "rrsi_refused_records",
+        "gauge",
+        "records and spans not analysed, by kind: dead letters of each kind, and records held for unregistered agents",
+        ("kind",),
+    ),
+    MetricSpec(
         "canaries_stalled",
         "rrsi_canaries_stalled",
         "gauge",
@@ -125,10 +132,10 @@ class HubMetrics:
             for agent, n in steps.items():  # once per agent and batch: ingest is the hot path
                 m["steps"].inc(n, tags={"agent": agent})
 
-    def analysed(self, dead_letters: int = 0) -> None:
+    def analysed(self, dead_letters: int = 0, refused: dict[str, int] | None = None) -> None:
         """Publish each agent's error rate over the records since the last analysis (then reset), the
-        analysis errors so far and the store's dead letters: gauges set at every pass, a heartbeat with
-        the count of passes and the time of the last one."""
+        analysis errors so far, the store's dead letters and what was not analysed by kind: gauges set at
+        every pass, a heartbeat with the count of passes and the time of the last one."""
         m = self._get()
         window, self._window = self._window, {}  # ingest keeps counting (from other threads) into the new one
         if m is not None:
@@ -139,6 +146,8 @@ class HubMetrics:
             for stage, n in self._errors.items():
                 m["analysis_errors"].set(n, tags={"stage": stage})
             m["dead_letters"].set(dead_letters)
+            for kind, n in (refused or {}).items():
+                m["refused"].set(n, tags={"kind": kind})
             for resolution in ("parked", "shadow"):  # published from the first pass, so a dashboard sees 0
                 m["canaries_stalled"].set(self._stalled.get(resolution, 0), tags={"resolution": resolution})
 

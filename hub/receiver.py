@@ -13,9 +13,14 @@ Every request carries ``Authorization: Bearer <token>`` with the hub's token
 
 ``POST /v1/traces``: an ``ExportTraceServiceRequest`` in protobuf or JSON
 (:mod:`rrsi.traces.otlp`), mapped by :func:`rrsi.traces.otel.map_spans` — the span-file
-loader's mapping — into step records and trace outcomes. Spans of a registered agent with a
-registered error code (or none) are stored once each, whatever is resent; spans that are no
-agent's step (HTTP, database) are accepted and ignored. A context participant (the user, the
+loader's mapping — into step records and trace outcomes. Steps are stored once each, whatever is
+resent; spans that are no agent's step (HTTP, database) are accepted and ignored. Any
+``error.type`` is taken: a value no param declares becomes a code of its own
+(``TimeoutError`` → ``TIMEOUT_ERROR_000``, listed by ``rrsi hub status``). Steps of an agent not
+registered yet are held until it registers (``rrsi agents register``), or its agent is registered
+on first sight with ``--auto-register``; spans that cannot be mapped are kept as dead letters.
+Nothing is dropped in silence: what was rejected or held is counted by kind (``rrsi hub status``,
+the ``rrsi_refused_records`` metric) and logged. A context participant (the user, the
 root workflow span) is registered on first sight as an agent without params, so its step is
 stored with the trace; it is never blamed (:mod:`rrsi.hub.span_intake`).
 
@@ -23,11 +28,12 @@ A request is acknowledged (200) only once its records and verdicts are committed
 one transaction and durably (:mod:`rrsi.store`: the commit survives a power loss); requests
 that arrive while the hub commits share its next commit (:mod:`rrsi.hub.group_commit`). A
 request resent after a lost answer stores nothing twice and adds no evidence. The answer
-follows the OTLP spec: 200 with an empty
-``ExportTraceServiceResponse``, or with ``partial_success`` giving the number of rejected
-spans and the first reasons (no agent on the span, an unregistered agent or code, a value out
-of range); 400 with a ``google.rpc.Status`` naming the field for a payload that is not a
-request (nothing is stored); 415 for an encoding OTLP/HTTP does not define; 503 when the hub
+follows the OTLP spec: 200 with an empty ``ExportTraceServiceResponse``, or with
+``partial_success`` giving the number of rejected spans and the first reasons (no agent on the
+span, a value out of range; the spans held for an unregistered agent are said in the message,
+not counted as rejected); 400 with a ``google.rpc.Status`` naming the field for a payload that is
+not a request or a body that does not inflate as its ``Content-Encoding`` says (nothing is
+stored); 415 for an encoding OTLP/HTTP does not define; 503 when the hub
 cannot be reached (the exporter retries). A span whose agent is named only on an ancestor
 must arrive in the ancestor's request (the SDK's ``BatchSpanProcessor`` sends a trace's
 spans together); a parent from an earlier request is kept as the step's parent.
@@ -44,6 +50,7 @@ import asyncio
 import json
 import logging
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -60,6 +67,7 @@ __all__ = ["OtlpReceiver"]
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 32 * 2**20
+LOG_EVERY_S = 10.0
 _REASONS_SHOWN = 5
 _GRPC_INVALID_ARGUMENT, _GRPC_UNAUTHENTICATED, _GRPC_UNAVAILABLE = 3, 16, 14
 
@@ -69,10 +77,15 @@ def _reason(exc: Exception) -> str:
     return str(exc).strip().splitlines()[-1]
 
 
-def _message(accepted: Accepted) -> str:
-    reasons, n = accepted.reasons, len(accepted.reasons)
+def _said(reasons: list[str], what: str) -> str:
+    n = len(reasons)
     more = f" (and {n - _REASONS_SHOWN} more)" if n > _REASONS_SHOWN else ""
-    return f"{n} span{'s' * (n != 1)} rejected: " + "; ".join(reasons[:_REASONS_SHOWN]) + more if reasons else ""
+    return f"{n} span{'s' * (n != 1)} {what}: " + "; ".join(reasons[:_REASONS_SHOWN]) + more if reasons else ""
+
+
+def _message(accepted: Accepted) -> str:
+    """The partial-success message: the spans rejected, then the spans held (accepted, not analysed yet)."""
+    return " | ".join(m for m in (_said(accepted.reasons, "rejected"), _said(accepted.held, "held")) if m)
 
 
 class OtlpReceiver:
@@ -96,6 +109,7 @@ class OtlpReceiver:
         self._ready = threading.Event()
         self._error: BaseException | None = None
         self._thread: threading.Thread | None = None
+        self._logged_at = -LOG_EVERY_S
 
     @property
     def url(self) -> str:
@@ -124,7 +138,12 @@ class OtlpReceiver:
             kind = media_type(request.headers.get("Content-Type"))
         except UnsupportedEncoding as exc:
             return web.Response(status=415, text=str(exc))
-        body = await request.read()
+        try:
+            body = await request.read()
+        except web.RequestPayloadError as exc:  # a body that does not inflate as its Content-Encoding says
+            encoding = request.headers.get("Content-Encoding", "identity")
+            message = f"Content-Encoding: the body is not valid {encoding} ({_reason(exc)})"
+            return self._status(400, kind, _GRPC_INVALID_ARGUMENT, message)
         try:
             accepted = await asyncio.wrap_future(self._group.submit(body, kind))
         except UserError as exc:
@@ -132,8 +151,17 @@ class OtlpReceiver:
         except RRSIError as exc:
             log.warning("OTLP receiver: the hub did not take a request: %s", exc)
             return self._status(503, kind, _GRPC_UNAVAILABLE, f"hub unavailable: {_reason(exc)}")
-        body = encode_response(kind, accepted.rejected, _message(accepted))
-        return web.Response(status=200, body=body, content_type=kind)
+        message = _message(accepted)
+        if message:
+            self._log_partial(message)
+        return web.Response(status=200, body=encode_response(kind, accepted.rejected, message), content_type=kind)
+
+    def _log_partial(self, message: str) -> None:
+        """Log what a request had rejected or held: the first time, then at most every ``LOG_EVERY_S`` seconds."""
+        now = time.monotonic()
+        if now - self._logged_at >= LOG_EVERY_S:
+            self._logged_at = now
+            log.warning("OTLP receiver: %s (counts by kind: rrsi hub status)", message)
 
     @staticmethod
     def _status(http: int, kind: str, code: int, message: str) -> web.Response:

@@ -8,11 +8,14 @@ hands the records and verdicts of one or more prepared requests to the hub in on
 :meth:`~rrsi.hub.ingest.Ingestor.ingest_request`, which stores them in one transaction, so a
 request's steps and verdicts are stored together or not at all. Records the hub refuses (an
 unregistered agent or error code) come back in each request's answer with the reason, beside
-the spans the mapping rejected (no agent on the span or an ancestor, a value out of range).
+the spans the mapping rejected (no agent on the span or an ancestor, a value out of range), which are
+kept as ``unmapped`` dead letters in the same transaction. Records of an agent not registered yet are
+held until it registers (:mod:`rrsi.held_rows`): not rejected, but said in the answer's message.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,20 +27,22 @@ __all__ = ["SpanIntake", "Prepared", "Accepted"]
 
 @dataclass
 class Prepared:
-    """One request mapped: its records as JSON with their span ids, its verdicts, and why spans were rejected."""
+    """One request mapped: its records as JSON with their span ids, its verdicts, and the spans rejected as
+    ``(span JSON, reason)``."""
 
     records: list[str] = field(default_factory=list)
     span_ids: list[str] = field(default_factory=list)
     outcomes: list[dict] = field(default_factory=list)
-    reasons: list[str] = field(default_factory=list)
+    letters: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
 class Accepted:
-    """What one request did: how many of its spans were rejected, and why."""
+    """What one request did: how many of its spans were rejected, and why; and why spans were held."""
 
     rejected: int
     reasons: list[str]
+    held: list[str] = field(default_factory=list)
 
 
 class SpanIntake:
@@ -60,7 +65,7 @@ class SpanIntake:
             records=[r.model_dump_json() for r in mapped.records],
             span_ids=[r.step_id for r in mapped.records],
             outcomes=[o.model_dump(mode="json") for o in mapped.outcomes],
-            reasons=[r.reason for r in mapped.rejected],
+            letters=[(json.dumps(spans[r.index], default=str), r.reason) for r in mapped.rejected],
         )
 
     def _register_participants(self, names: set[str]) -> None:
@@ -85,14 +90,19 @@ class SpanIntake:
         """
         records = [r for p in requests for r in p.records]
         outcomes = [o for p in requests for o in p.outcomes]
-        stored = self.hub.ingest_request(records, outcomes) if records or outcomes else None
+        letters = [x for p in requests for x in p.letters]
+        stored = self.hub.ingest_request(records, outcomes, letters) if records or outcomes or letters else None
         refused: dict[int, str] = dict(stored.refused) if stored is not None else {}
+        held: dict[int, str] = dict(stored.held) if stored is not None else {}
         answers, offset = [], 0
         for p in requests:
-            reasons = list(p.reasons)
+            reasons = [reason for _, reason in p.letters]
+            held_reasons = []
             for j, span_id in enumerate(p.span_ids):
                 if offset + j in refused:
                     reasons.append(f"span {span_id}: {refused[offset + j]}")
+                elif offset + j in held:
+                    held_reasons.append(f"span {span_id}: {held[offset + j]}")
             offset += len(p.records)
-            answers.append(Accepted(len(reasons), reasons))
+            answers.append(Accepted(len(reasons), reasons, held_reasons))
         return answers

@@ -66,15 +66,21 @@ def parked_plans(store: Store, limit: int = 10) -> list[dict]:
     ]
 
 
-def hub_stats(store: Store, agents: int, pending: int, loop, reflectors) -> dict[str, Any]:
-    """What ``rrsi hub status`` shows: store counts, the canaries parked for want of traffic, the loop's
-    health (``loop``: an :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use
+def hub_stats(store: Store, intake, loop, reflectors) -> dict[str, Any]:
+    """What ``rrsi hub status`` shows: store counts, what was not analysed by kind (``refused``: dead letters
+    of each kind and records held for unregistered agents, :mod:`rrsi.held_rows`), the records held per
+    agent, the error codes seen in traffic that no param declares, the canaries parked for want of traffic,
+    the queue of failing traces (``intake``: the :class:`~rrsi.hub.ingest.Ingestor`), the loop's health
+    (``loop``: an :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use
     (``reflectors``: :class:`~rrsi.hub.reflectors.Reflectors`)."""
     retrainer = reflectors.retrainer
     return {
-        "agents": agents,
+        "agents": len(intake.directory.specs),
         **store_counts(store),
-        "pending_traces": pending,
+        "pending_traces": len(intake.pending),
+        "refused": store.refused_counts(),
+        "held_for_agents": store.held_agents(),
+        "observed_codes": store.observed_codes(),
         "parked_plans": parked_plans(store),
         "analysis_loop": loop is not None,
         "loop": loop.status() if loop is not None else None,

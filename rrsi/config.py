@@ -65,9 +65,13 @@ class IngestConfig(_Model):
     """Records in. A failing trace is analysed once no record of it arrived for ``trace_settle_s``
     seconds (harnesses ship on their own, so a downstream failure can arrive before the upstream
     record behind it; the service waits, ``rrsi hub start --trace-settle``; an ``analyze()`` right
-    after a flush need not)."""
+    after a flush need not). A record of an agent the hub does not know is held (at most
+    ``held_limit`` records in all) until the agent registers, or, with ``auto_register``
+    (``rrsi hub start --auto-register``), its agent is registered on first sight with no params."""
 
     trace_settle_s: float = Field(default=0.0, ge=0.0)
+    auto_register: bool = False
+    held_limit: int = Field(default=100_000, ge=0)
 
 
 class LoopConfig(_Model):

@@ -19,7 +19,16 @@ from rrsi.errors import SchemaError, UnknownErrorCode
 from rrsi.schema import AgentSpec, ErrorType, _Model
 from rrsi.schema_base import CODE_PATTERN
 
-__all__ = ["ErrorCode", "ErrorCodeRegistry", "CODE_PATTERN", "DEFAULT_SYMPTOMS", "default_registry"]
+__all__ = [
+    "ErrorCode",
+    "ErrorCodeRegistry",
+    "CODE_PATTERN",
+    "DEFAULT_SYMPTOMS",
+    "default_registry",
+    "code_for_error_type",
+    "observed_error_type",
+    "observed_code_entry",
+]
 
 Direction = Literal["increase", "decrease"]
 
@@ -107,6 +116,8 @@ class ErrorCodeRegistry:
 
     def register(self, entry: ErrorCode) -> None:
         known = self._codes.get(entry.code)
+        if known is not None and known.description == OBSERVED and entry.description != OBSERVED:
+            known = None  # a param's declaration replaces what was only seen in traffic
         if known is not None and known.error_type != entry.error_type:
             raise SchemaError(
                 f"error_code {entry.code!r}: already registered with error_type {known.error_type!r}, "
@@ -163,3 +174,44 @@ class ErrorCodeRegistry:
 def default_registry() -> ErrorCodeRegistry:
     """A registry holding the built-in codes."""
     return ErrorCodeRegistry(_BUILTIN)
+
+
+OBSERVED = "seen in traffic (error.type); no param declares it"
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_TYPE_WORDS: tuple[tuple[ErrorType, tuple[str, ...]], ...] = (
+    ("safety", ("POLICY", "SAFETY", "CONTENT_FILTER", "MODERATION", "GUARDRAIL")),
+    ("factuality", ("FACT", "HALLUCINAT", "UNSUPPORTED", "GROUNDING", "CITATION")),
+    ("format", ("PARSE", "FORMAT", "SCHEMA", "VALIDATION", "JSON", "DECODE", "TYPE_ERROR", "VALUE_ERROR", "KEY_ERROR")),
+    ("tool_usage", ("TIMEOUT", "TOOL", "CONNECTION", "HTTP", "RATE_LIMIT", "API", "NETWORK", "UNAVAILABLE", "SQL")),
+)
+
+
+def code_for_error_type(value: str) -> str:
+    """The error code a span's ``error.type`` stands for: itself when it is a code (``SQL_SYNTAX_001``), else
+    its words in upper snake case with ``_000`` (``TimeoutError`` → ``TIMEOUT_ERROR_000``,
+    ``openai.RateLimitError`` → ``OPENAI_RATE_LIMIT_ERROR_000``, OTel's ``_OTHER`` → ``OTHER_000``)."""
+    text = str(value).strip()
+    if re.match(CODE_PATTERN, text):
+        return text
+    words = [w for w in re.split(r"[^A-Za-z0-9]+", _CAMEL.sub("_", text)) if w]
+    stem = "_".join(w.upper() for w in words)[:56].rstrip("_") or "ERROR"
+    return f"{'E' if stem[0].isdigit() else ''}{stem}_000"
+
+
+def observed_error_type(code: str) -> ErrorType:
+    """The error type given to a code seen in traffic that no param declares, from the words in it
+    (timeouts, connections and HTTP are tool usage; parse and schema errors, format; ...); ``logic`` else."""
+    for error_type, words in _TYPE_WORDS:
+        if any(w in code for w in words):
+            return error_type
+    return "logic"
+
+
+def observed_code_entry(code: str, error_type: ErrorType | None = None) -> ErrorCode:
+    """The registry entry of a code seen in traffic that no param declares (bound to no param)."""
+    return ErrorCode(
+        code=code,
+        error_type=error_type or observed_error_type(code),
+        description=OBSERVED,
+        domain_terms=[w.lower() for w in code.split("_")[:-1]][:4],
+    )

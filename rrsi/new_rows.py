@@ -8,7 +8,7 @@ is told apart from new evidence, and only new evidence queues a trace for analys
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from rrsi.schema import TraceOutcome
 
@@ -24,10 +24,12 @@ UPSERT_OUTCOME = (
 @dataclass(frozen=True)
 class Stored:
     """What one :meth:`~rrsi.store.Store.add_batch` changed: the indices of the records that were new and of the
-    verdicts that changed the store (a record already stored, or a verdict equal to the stored one, is in neither)."""
+    verdicts that changed the store (a record already stored, or a verdict equal to the stored one, is in neither),
+    and the held records beyond the hub's limit."""
 
     records: list[int]
     outcomes: list[int]
+    over_limit: list[int] = field(default_factory=list)  # held records that did not fit (kept as dead letters)
 
 
 def _chunks(ids: list[str]):

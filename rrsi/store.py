@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from rrsi.errors import StoreError
+from rrsi.held_rows import SCHEMA_V4, HeldRecord, HeldRows, write_held, write_letters
 from rrsi.new_rows import UPSERT_OUTCOME, Stored, changed_outcomes, new_records, outcome_row, record_row
 from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, TraceOutcome, UpdatePlan
 
@@ -60,18 +61,18 @@ CREATE TABLE IF NOT EXISTS trace_outcomes (
     trace_id TEXT PRIMARY KEY, ok INTEGER NOT NULL, error_code TEXT, source TEXT NOT NULL, ts REAL NOT NULL,
     body TEXT NOT NULL);
 """
-_MIGRATIONS = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3)  # migration i brings a file from version i to i + 1
+_MIGRATIONS = (_SCHEMA_V1, _SCHEMA_V2, _SCHEMA_V3, SCHEMA_V4)  # migration i brings a file from version i to i + 1
 SCHEMA_VERSION = len(_MIGRATIONS)
 
 ParamVersion = tuple[int, dict[str, float], str, str | None]
 SAMPLE_STATES = ("pending", "ready", "used", "dropped")  # a retraining sample's life (rrsi.hub.lm.retraining)
 _TABLES = frozenset(
     "records agents incidents reflections plans approvals param_versions samples dead_letters parked_traces "
-    "trace_outcomes".split()
+    "trace_outcomes held_records observed_codes".split()
 )
 
 
-class Store:
+class Store(HeldRows):
     """One SQLite database file; safe to share between threads of one process."""
 
     def __init__(self, path: str | Path = ":memory:") -> None:
@@ -146,11 +147,20 @@ class Store:
         return len(self.add_batch(records, bodies).records)
 
     def add_batch(
-        self, records: list[StepRecord], bodies: list[str] | None = None, outcomes: list[TraceOutcome] = ()
+        self,
+        records: list[StepRecord],
+        bodies: list[str] | None = None,
+        outcomes: list[TraceOutcome] = (),
+        held: list[HeldRecord] = (),
+        letters: list[tuple[str | None, str, str, str]] = (),
+        held_limit: int = 0,
     ) -> Stored:
         """Store records and end-of-task verdicts (all already validated) in one transaction: all of them
         take effect or none does. A record already stored stores nothing; a verdict resent (same ok, code and
         source, at any time) stores nothing, and a different verdict for the same trace replaces the old one.
+        In the same transaction: ``held`` records of unregistered agents (up to ``held_limit`` held in all;
+        :attr:`Stored.over_limit` names those that did not fit) and dead ``letters`` ``(agent, kind, reason,
+        body)`` (:mod:`rrsi.held_rows`).
 
         ``bodies`` may carry each record's JSON as received, when it spells out every field,
         which saves serializing it again.
@@ -163,7 +173,10 @@ class Store:
             rows = [record_row(records[i], bodies[i]) for i in fresh]
             cur.executemany("INSERT OR IGNORE INTO records VALUES (?,?,?,?,?,?,?)", rows)
             cur.executemany(UPSERT_OUTCOME, [outcome_row(outcomes[i]) for i in changed])
-            return Stored(fresh, changed)
+            over = write_held(cur, list(held), held_limit)
+            reason = f"not registered, and the hub holds {held_limit} records of unregistered agents already"
+            write_letters(cur, [*letters, *((held[i][1], "held_over_limit", reason, held[i][2]) for i in over)])
+            return Stored(fresh, changed, over)
 
         return self._atomic(write)
 
@@ -353,17 +366,6 @@ class Store:
 
     def set_sample_state(self, incident_ids: Iterable[str], state: str) -> None:
         self._write("UPDATE samples SET state = ? WHERE incident_id = ?", [(state, i) for i in incident_ids])
-
-    def put_dead_letters(self, letters: Iterable[tuple[str | None, str, str]]) -> int:
-        """Keep refused records as ``(agent, reason, body)``; returns how many were kept."""
-        now = time.time()
-        rows = [(agent, reason, now, body) for agent, reason, body in letters]
-        return self._write("INSERT INTO dead_letters (agent, reason, ts, body) VALUES (?,?,?,?)", rows)
-
-    def dead_letters(self, limit: int = 100) -> list[dict]:
-        """The latest refused records, newest first: agent, reason, time and the body as received."""
-        rows = self._read("SELECT agent, reason, ts, body FROM dead_letters ORDER BY id DESC LIMIT ?", (limit,))
-        return [{"agent": a, "reason": r, "ts": ts, "body": b} for a, r, ts, b in rows]
 
     def put_outcomes(self, outcomes: list[TraceOutcome]) -> int:
         """Store end-of-task verdicts (already validated); returns how many changed the store (:meth:`add_batch`)."""

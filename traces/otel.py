@@ -12,7 +12,8 @@ exporter does (``context.trace_id``); attributes may be a plain mapping or OTLP'
 :mod:`rrsi.traces.genai` reads (current and older GenAI conventions, OpenInference) becomes one
 :class:`~rrsi.schema.StepRecord`: its agent is its own or the nearest ancestor's, its parent
 the nearest ancestor span that is also a step (other spans are bridged over), ``error.type``
-(or an ERROR status, as ``_OTHER``) its error code. Spans of the project's own convention add
+(or an ERROR status, as ``_OTHER``) its error code (:func:`~rrsi.error_codes.code_for_error_type`:
+``TimeoutError`` becomes ``TIMEOUT_ERROR_000``). Spans of the project's own convention add
 what the others have no word for:
 
 | attribute | on | meaning |
@@ -35,16 +36,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from rrsi.agents.records import make_record
+from rrsi.error_codes import code_for_error_type
 from rrsi.errors import SchemaError
 from rrsi.schema import CODE_PATTERN, StepRecord, Summary, Trace, TraceOutcome, validate
 from rrsi.traces import genai
 from rrsi.traces.agent_names import AgentNames, as_context, is_context_participant
 from rrsi.traces.loading import LoadError, load_dir, read_json
+from rrsi.traces.span_fields import span_attributes, span_id_of, span_list, span_times
 from rrsi.traces.whowhen import summarize_message
 
 __all__ = [
@@ -72,11 +74,6 @@ ATTR_OUTCOME_OK = "rrsi.outcome.ok"
 ATTR_OUTCOME_CODE = "rrsi.outcome.error_code"
 ATTR_OUTCOME_SOURCE = "rrsi.outcome.source"
 
-_ID_KEYS = {
-    "trace": ("trace_id", "traceId"),
-    "span": ("span_id", "spanId"),
-    "parent": ("parent_span_id", "parentSpanId", "parent_id", "parentId"),
-}
 _WORKFLOW_OPS = frozenset({"invoke_workflow", "workflow", "chain"})
 _CODE = re.compile(CODE_PATTERN)
 _Member = tuple[int, dict, dict]  # (index in the span list, span, attributes)
@@ -108,84 +105,6 @@ class MappedSpans:
     outcomes: list[TraceOutcome] = field(default_factory=list)
     rejected: list[RejectedSpan] = field(default_factory=list)
     agent_names: dict[str, dict[str, str]] = field(default_factory=dict)  # trace id → valid → original name
-
-
-def span_list(data: Any) -> list[dict]:
-    """The spans of a parsed file in any accepted layout; raise :class:`SchemaError` otherwise."""
-    if isinstance(data, list):
-        spans = data
-    elif isinstance(data, dict) and "resourceSpans" in data:
-        spans = [
-            span
-            for resource in data["resourceSpans"] or []
-            for scope in (resource.get("scopeSpans") or resource.get("instrumentationLibrarySpans") or [])
-            for span in scope.get("spans") or []
-        ]
-    elif isinstance(data, dict) and isinstance(data.get("spans"), list):
-        spans = data["spans"]
-    else:
-        raise SchemaError(
-            "file: unknown span format; expected a list of spans, {'spans': [...]} or an OTLP export with resourceSpans"
-        )
-    if not spans:
-        raise SchemaError("spans: the file holds no spans")
-    for i, span in enumerate(spans):
-        if not isinstance(span, dict):
-            raise SchemaError(f"spans.{i}: expected an object (got {type(span).__name__})")
-    return spans
-
-
-def _otlp_value(value: Any) -> Any:
-    if not isinstance(value, dict):
-        return value
-    if "intValue" in value:
-        return int(value["intValue"])
-    for key in ("stringValue", "doubleValue", "boolValue"):
-        if key in value:
-            return value[key]
-    if "arrayValue" in value:
-        return [_otlp_value(v) for v in value["arrayValue"].get("values", [])]
-    return value
-
-
-def _attributes(span: dict, i: int) -> dict[str, Any]:
-    attrs = span.get("attributes") or {}
-    if isinstance(attrs, dict):
-        return attrs
-    if isinstance(attrs, list) and all(isinstance(a, dict) and "key" in a for a in attrs):
-        return {a["key"]: _otlp_value(a.get("value")) for a in attrs}
-    raise SchemaError(
-        f"spans.{i}.attributes: expected a mapping or a list of {{key, value}} (got {type(attrs).__name__})"
-    )
-
-
-def _id(span: dict, kind: str, i: int, required: bool = True) -> str | None:
-    context = span.get("context") if isinstance(span.get("context"), dict) else {}
-    for key in _ID_KEYS[kind]:
-        value = span.get(key) or context.get(key)
-        if value:
-            return str(value)
-    if required:
-        raise SchemaError(f"spans.{i}.{_ID_KEYS[kind][0]}: missing")
-    return None
-
-
-def _seconds(value: Any) -> float | None:
-    """Span times: Unix nanoseconds (number or digit string), Unix seconds, or ISO 8601."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, str) and not value.strip().lstrip("-").replace(".", "", 1).isdigit():
-        try:
-            return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return None
-    number = float(value)
-    return number / 1e9 if number > 1e14 else number
-
-
-def _times(span: dict) -> tuple[float, float]:
-    start = _seconds(span.get("startTimeUnixNano", span.get("start_time"))) or 0.0
-    return start, _seconds(span.get("endTimeUnixNano", span.get("end_time"))) or start
 
 
 def _error(span: dict, attrs: dict) -> str | None:
@@ -223,9 +142,9 @@ class _TraceSpans:
         self.by_id: dict[str, _Member] = {}
         self.parents: dict[str, str | None] = {}  # span id → its parent span's id
         for i, s, a in members:
-            sid = _id(s, "span", i)
+            sid = span_id_of(s, "span", i)
             self.by_id[sid] = (i, s, a)
-            self.parents[sid] = _id(s, "parent", i, required=False)
+            self.parents[sid] = span_id_of(s, "parent", i, required=False)
         self.steps = [sid for sid, (_, _, a) in self.by_id.items() if genai.is_step(a)]
         self.step_ids = set(self.steps)
 
@@ -262,7 +181,7 @@ def _is_context(span: dict, attrs: dict, root: bool, leads: bool) -> bool:
 def _record(spans: _TraceSpans, sid: str, agent: str, parent: str | None) -> StepRecord:
     """One step span as a validated, fitted step record."""
     _, span, attrs = spans.by_id[sid]
-    start, end = _times(span)
+    start, end = span_times(span)
     error = _error(span, attrs)
     return make_record(
         trace_id=spans.trace_id,
@@ -276,7 +195,7 @@ def _record(spans: _TraceSpans, sid: str, agent: str, parent: str | None) -> Ste
         tools=genai.tools_reported(attrs),
         scratchpad=_scratchpad(span, agent, attrs, error),
         execution_time=max(0.0, end - start),
-        error_code=error,
+        error_code=code_for_error_type(error) if error else None,
         params_version=_integer(spans.inherited(sid, lambda _s, a: a.get(ATTR_PARAMS_VERSION)) or 0),
         timestamp=max(0.0, start),
         confidence=attrs.get(ATTR_CONFIDENCE),
@@ -294,7 +213,7 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
     code = attrs.get(ATTR_OUTCOME_CODE)
     if ok is None:  # a failed workflow or user span: the task failed, its code kept when it is a semantic one
         ok, code = False, (error if (error := _error(span, attrs)) and _CODE.match(error) else None)
-    data = {"trace_id": trace_id, "ok": ok, "error_code": code, "timestamp": _times(span)[1]}
+    data = {"trace_id": trace_id, "ok": ok, "error_code": code, "timestamp": span_times(span)[1]}
     data["source"] = attrs.get(ATTR_OUTCOME_SOURCE) or "otel"
     return validate(TraceOutcome, data, where=f"spans.{i}.attributes")
 
@@ -352,8 +271,8 @@ def map_spans(spans: list[dict], open_parents: bool = False) -> MappedSpans:
     """
     grouped: dict[str, list[_Member]] = {}
     for i, span in enumerate(spans):
-        _id(span, "span", i)
-        grouped.setdefault(_id(span, "trace", i), []).append((i, span, _attributes(span, i)))
+        span_id_of(span, "span", i)
+        grouped.setdefault(span_id_of(span, "trace", i), []).append((i, span, span_attributes(span, i)))
     out = MappedSpans()
     for trace_id, members in grouped.items():
         _map_trace(_TraceSpans(trace_id, members, open_parents), out)

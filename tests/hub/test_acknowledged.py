@@ -219,9 +219,12 @@ def test_refused_records_come_back_with_reasons_and_bad_input_changes_nothing(tm
     ghost = json.dumps({**json.loads(records[1]), "agent": "ghost"})
     stored = hub.ingest_request([records[0], ghost, *records[2:]], outcomes)
     assert (stored.records, stored.outcomes) == (3, 2)
-    assert stored.refused == [
-        (1, "agent 'ghost' is not registered with the hub (register it first: register_pull_agent)")
-    ]
+    assert stored.refused == [] and [i for i, _ in stored.held] == [1], "an unregistered agent's record is held"
+    assert "'ghost' is not registered: held" in stored.held[0][1]
+    bad_code = json.dumps({**json.loads(records[0]), "step_id": "x9", "error_code": "not a code"})
+    refused = hub.ingest_request([bad_code], [])
+    assert [i for i, _ in refused.refused] == [0] and "'not a code' is not a code" in refused.refused[0][1]
+    assert [d["kind"] for d in hub.dead_letters()] == ["refused"], "a refused record is kept with its reason"
     for bad_records, bad_outcomes in [(records, [{"trace_id": "t", "ok": "maybe"}]), (["{"], outcomes)]:
         with pytest.raises(SchemaError):
             hub.ingest_request(bad_records, bad_outcomes)
@@ -233,7 +236,7 @@ def test_concurrent_requests_share_commits_and_a_bad_one_fails_alone(tmp_path):
     hub = registered(tmp_path / "hub.sqlite")
     calls = []
     ingest = hub.ingest_request
-    hub.ingest_request = lambda r, o: calls.append(len(r)) or ingest(r, o)
+    hub.ingest_request = lambda r, o, letters=(): calls.append(len(r)) or ingest(r, o, letters)
     statuses: dict[int, int] = {}
     with OtlpReceiver(hub, port=0, token=TOKEN) as receiver:
 
@@ -257,7 +260,7 @@ def test_a_request_the_hub_cannot_take_is_a_503_and_nothing_is_acknowledged(tmp_
 
     hub = registered(tmp_path / "hub.sqlite")
 
-    def unreachable(records, outcomes):
+    def unreachable(records, outcomes, letters=()):
         raise ActorFailure("actor died or is unreachable")
 
     hub.ingest_request = unreachable

@@ -25,6 +25,7 @@ from rrsi.hub.receiver import OtlpReceiver
 from tests.helpers import DOWN, UP, step
 
 TOKEN = "test-token-123"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
 
 
 @pytest.fixture
@@ -151,7 +152,7 @@ def _span(span_id: str, **attrs) -> dict:
     }
 
 
-def test_spans_that_do_not_map_are_a_partial_success_with_count_and_reasons(hub, receiver):
+def test_nothing_refused_is_silent_unmapped_spans_are_dead_letters_and_an_unknown_agent_is_held(hub, receiver):
     body = _json_request(
         _span("0000000000000001", **{"gen_ai.agent.name": "up"}),
         _span("0000000000000002", **{"gen_ai.agent.name": "ghost"}),
@@ -161,15 +162,40 @@ def test_spans_that_do_not_map_are_a_partial_success_with_count_and_reasons(hub,
     )
     status, raw = post(receiver.url, body, "application/json")
     partial = json.loads(raw)["partialSuccess"]
-    assert status == 200 and partial["rejectedSpans"] == 3
-    assert (
-        "'ghost' is not registered" in partial["errorMessage"]
-        and "'NOPE_001' is not registered" in partial["errorMessage"]
-    )
+    assert status == 200 and partial["rejectedSpans"] == 1, "only the span with no agent anywhere is rejected"
     assert "gen_ai.agent.name: missing" in partial["errorMessage"]
-    assert hub.stats()["records"] == 1, "the good span is stored, the plain HTTP span is ignored"
+    assert "'ghost' is not registered: held" in partial["errorMessage"]
+    stats = hub.stats()
+    assert stats["records"] == 2, "the good span and the one with an undeclared code are stored; HTTP is ignored"
+    assert stats["refused"]["unmapped"] == 1 and stats["refused"]["unregistered_agent"] == 1
+    assert stats["held_for_agents"] == {"ghost": 1} and "NOPE_001" in stats["observed_codes"]
+    [letter] = [d for d in hub.dead_letters() if d["kind"] == "unmapped"]
+    assert json.loads(letter["body"])["spanId"] == "0000000000000004", "the span itself is kept"
+    post(receiver.url, body, "application/json")  # a resend changes nothing
+    again = hub.stats()
+    assert again["records"] == 2 and again["refused"] == stats["refused"]
+    hub.register_agent({"name": "ghost"})
+    after = hub.stats()
+    assert after["records"] == 3 and after["held_for_agents"] == {} and after["refused"]["unregistered_agent"] == 0
+
+
+def test_any_error_type_string_is_taken_as_a_code_of_its_own(hub, receiver):
+    body = _json_request(_span("00000000000000a1", **{"gen_ai.agent.name": "up", "error.type": "TimeoutError"}))
     status, raw = post(receiver.url, body, "application/json")
-    assert hub.stats()["records"] == 1
+    assert status == 200 and json.loads(raw) == {}
+    assert hub.stats()["observed_codes"]["TIMEOUT_ERROR_000"] == "tool_usage"
+    assert [r.error_code for r in hub.store.records() if r.step_id == "00000000000000a1"] == ["TIMEOUT_ERROR_000"]
+
+
+def test_an_invalid_gzip_body_is_a_400_naming_the_encoding(receiver):
+    request = urllib.request.Request(
+        receiver.url + "/v1/traces",
+        data=b"not gzip at all",
+        headers={"Content-Type": "application/json", "Content-Encoding": "gzip", **AUTH},
+    )
+    with pytest.raises(urllib.error.HTTPError) as err:
+        urllib.request.urlopen(request)
+    assert err.value.code == 400 and "Content-Encoding" in json.loads(err.value.read())["message"]
 
 
 def test_a_protobuf_partial_success_and_a_gzip_body(hub, receiver):
@@ -187,8 +213,8 @@ def test_a_protobuf_partial_success_and_a_gzip_body(hub, receiver):
     body = gzip.compress(encode_spans(memory.get_finished_spans()).SerializeToString())
     status, raw = post(receiver.url, body, "application/x-protobuf", **{"Content-Encoding": "gzip"})
     response = ExportTraceServiceResponse.FromString(raw)
-    assert status == 200 and response.partial_success.rejected_spans == 1
-    assert "'ghost' is not registered" in response.partial_success.error_message
+    assert status == 200 and response.partial_success.rejected_spans == 0
+    assert "'ghost' is not registered: held" in response.partial_success.error_message
 
 
 @pytest.mark.parametrize(
