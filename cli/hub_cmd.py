@@ -1,4 +1,4 @@
-"""The hub service on the command line: ``rrsi hub start|status|samples``, ``rrsi agents list``,
+"""The hub service on the command line: ``rrsi hub start|stop|status|dead-letters|samples``,
 ``rrsi incidents list|show``, ``rrsi approve``, ``rrsi reject`` and ``rrsi rollback``.
 
 Every command but ``hub start`` asks the hub actor of the cluster at ``--address`` (default
@@ -13,13 +13,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 from rich.table import Table
 
 from rrsi.cli import console_cmd, lazy, otlp_cmd
-from rrsi.cli.hub_access import hub_client
+from rrsi.cli.hub_access import add_hub_source, hub_client, live_hub_client
 from rrsi.cli.incident_text import incident_text, when
 from rrsi.cli.options import DefaultsHelp, add_address, add_num_cpus, add_store, console, init_ray, positive_int
 from rrsi.config import HubConfig
@@ -34,7 +33,7 @@ __all__ = [
     "run_hub_status",
     "run_hub_samples",
     "run_hub_dead_letters",
-    "run_agents_list",
+    "run_hub_stop",
     "run_incidents_list",
     "run_incidents_show",
     "run_approve",
@@ -66,6 +65,17 @@ def _start_config(args: argparse.Namespace) -> HubConfig:
     )
 
 
+def _alive(hub) -> bool:
+    """Whether the hub actor is still there (``rrsi hub stop`` ends it); a busy hub is alive."""
+    try:
+        lazy.ray.get(hub.__ray_ready__.remote(), timeout=30)
+    except lazy.ray.exceptions.GetTimeoutError:
+        return True
+    except lazy.ray.exceptions.RayActorError:
+        return False
+    return True
+
+
 def run_hub_start(args: argparse.Namespace) -> int:
     if args.detached and not args.address:
         raise UserError(
@@ -91,15 +101,26 @@ def run_hub_start(args: argparse.Namespace) -> int:
         return 0
     web = console_cmd.beside_hub(args, hub)
     server = otlp_cmd.beside_hub(args, hub)
-    console.print("[dim]serving until Ctrl-C[/dim]")
+    console.print("[dim]serving until Ctrl-C or `rrsi hub stop`[/dim]")
     try:
-        while True:
-            time.sleep(3600)
+        while _alive(hub):
+            time.sleep(1.0)
+        console.print("hub stopped (rrsi hub stop)")
     except KeyboardInterrupt:
         lazy.ray.get(hub.stop_loop.remote())
     finally:
         otlp_cmd.stop(server)
         console_cmd.stop(web)
+    return 0
+
+
+def run_hub_stop(args: argparse.Namespace) -> int:
+    client = live_hub_client(args, create=True)
+    if client is None:
+        console.print(f"no live hub owns {args.store}: nothing to stop")
+        return 0
+    client.stop_hub()
+    console.print(f"hub '{lazy.hub.HUB_NAME}' stopped; store {args.store} is free")
     return 0
 
 
@@ -130,16 +151,6 @@ def run_hub_samples(args: argparse.Namespace) -> int:
         )
     else:
         sys.stdout.write("".join(lines))
-    return 0
-
-
-def run_agents_list(args: argparse.Namespace) -> int:
-    table = Table(title="agents")
-    for col in ["agent", "depends on", "params"]:
-        table.add_column(col)
-    for a in hub_client(args).agents():
-        table.add_row(a["name"], ", ".join(a["depends_on"]), ", ".join(p["name"] for p in a["params"]))
-    console.print(table)
     return 0
 
 
@@ -190,13 +201,6 @@ def run_rollback(args: argparse.Namespace) -> int:
     agents = [u["agent"] for u in plan["updates"]]
     console.print(f"plan {plan['plan_id']}: rolled back; agents {agents} are on their previous params")
     return 0
-
-
-def _add_hub_source(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
-    """``--store`` and ``--address`` of a command that asks the hub, and its handler."""
-    add_store(parser)
-    add_address(parser, "open --store in this process")
-    parser.set_defaults(func=run)
 
 
 def _add_lm_options(start: argparse.ArgumentParser) -> None:
@@ -269,13 +273,14 @@ def _register_hub(subparsers: argparse._SubParsersAction) -> None:
     _register_start(hub)
     otlp_cmd.add_otlp_option(hub.choices["start"])
     console_cmd.add_console_options(hub.choices["start"], "console-")
+    add_hub_source(hub.add_parser("stop", help="stop the running hub (its loop, receiver and console)"), run_hub_stop)
     status = hub.add_parser(
         "status", help="counts of agents, records, incidents, plans, dead letters; the analysis loop's health"
     )
-    _add_hub_source(status, run_hub_status)
+    add_hub_source(status, run_hub_status)
     dead = hub.add_parser("dead-letters", help="records the hub refused or never received, with the reason")
     dead.add_argument("--limit", type=positive_int, default=20)
-    _add_hub_source(dead, run_hub_dead_letters)
+    add_hub_source(dead, run_hub_dead_letters)
     samples = hub.add_parser(
         "samples", help="the LM Reflector's retraining samples, as user JSONL for train-reflector --data"
     )
@@ -286,36 +291,34 @@ def _register_hub(subparsers: argparse._SubParsersAction) -> None:
         help="ready (labelled by validation, default), pending (plans unsettled), used, dropped",
     )
     samples.add_argument("--out", help="write the JSONL here instead of standard output")
-    _add_hub_source(samples, run_hub_samples)
+    add_hub_source(samples, run_hub_samples)
 
 
 def _register_views(subparsers: argparse._SubParsersAction) -> None:
-    agents = subparsers.add_parser("agents", help="registered agents").add_subparsers(dest="what", required=True)
-    _add_hub_source(agents.add_parser("list"), run_agents_list)
     incidents = subparsers.add_parser("incidents", help="cross-agent incidents").add_subparsers(
         dest="what", required=True
     )
     listing = incidents.add_parser("list")
     listing.add_argument("--limit", type=int, default=50)
-    _add_hub_source(listing, run_incidents_list)
+    add_hub_source(listing, run_incidents_list)
     show = incidents.add_parser("show", help="steps, blame, joint reflection, plan and state of one incident")
     show.add_argument("incident_id")
     show.add_argument("--html", metavar="OUT", help="write the incident page as one static HTML file instead")
     show.add_argument("--json", action="store_true", help="print the raw incident view (incident, reflection, plans)")
-    _add_hub_source(show, run_incidents_show)
+    add_hub_source(show, run_incidents_show)
     rollback = subparsers.add_parser("rollback", help="roll back a promoted plan")
     rollback.add_argument("plan_id")
-    _add_hub_source(rollback, run_rollback)
+    add_hub_source(rollback, run_rollback)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``approve``, ``reject``, ``hub``, ``agents``, ``incidents`` and ``rollback``."""
+    """Add ``approve``, ``reject``, ``hub``, ``incidents`` and ``rollback``."""
     for name, text, run in [
         ("approve", "approve a blocked plan (high-risk change)", run_approve),
         ("reject", "reject a blocked plan", run_reject),
     ]:
         decide = subparsers.add_parser(name, help=text)
         decide.add_argument("plan_id")
-        _add_hub_source(decide, run)
+        add_hub_source(decide, run)
     _register_hub(subparsers)
     _register_views(subparsers)

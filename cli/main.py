@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from rrsi.cli import (
+    agents_cmd,
     attribution_cmd,
     console_cmd,
     demo_cmd,
@@ -24,7 +25,17 @@ from rrsi.threads import stop_progress_monitors
 
 __all__ = ["build_parser", "main"]
 
-GROUPS = (demo_cmd, scenario_cmd, hub_cmd, console_cmd, attribution_cmd, report_cmd, reflector_cmd, tune_cmd)
+GROUPS = (
+    demo_cmd,
+    scenario_cmd,
+    hub_cmd,
+    agents_cmd,
+    console_cmd,
+    attribution_cmd,
+    report_cmd,
+    reflector_cmd,
+    tune_cmd,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -45,10 +56,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except UserError as exc:
-        err_console.print(f"[red]error:[/red] {exc}")
+        err_console.print(f"[red]error:[/red] {exc}", soft_wrap=True)
         return 2
     except RRSIError as exc:
-        err_console.print(f"[red]failed:[/red] {exc}")
+        err_console.print(f"[red]failed:[/red] {exc}", soft_wrap=True)
         return 1
     finally:
         stop_progress_monitors()  # joined here, not left to run while the interpreter exits

@@ -11,6 +11,7 @@ import argparse
 import json
 import logging
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -122,6 +123,20 @@ def token_auth_for_an_address() -> None:
         os.environ["RAY_AUTH_MODE"] = "token"
 
 
+def answers_or_fail(address: str, timeout_s: float = 2.0) -> None:
+    """Fail at once, in one line, when nothing listens at a ``host:port`` address (Ray would retry for minutes)."""
+    host, _, port = address.removeprefix("ray://").rpartition(":")
+    if not host or not port.isdigit():
+        return  # "auto" and other forms Ray resolves itself
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except OSError as exc:
+        raise RuntimeFailure(
+            f"--address: nothing answers at {address} ({exc.strerror or exc}); is the hub running? "
+            "start it with `rrsi hub start`, or pass the address `rrsi hub start` printed"
+        ) from None
+
+
 def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     """Join the cluster at ``address``, or start Ray here on ``num_cpus`` CPUs (default: all); a process
     already connected to Ray (the caller's own driver) stays on its cluster."""
@@ -130,13 +145,17 @@ def init_ray(address: str | None, num_cpus: int | None = None) -> None:
     os.environ.setdefault("RAY_DEDUP_LOGS", "1")
     kwargs = {"namespace": lazy.hub.NAMESPACE, "log_to_driver": False, "logging_level": logging.WARNING}
     if address:
+        answers_or_fail(address)
         try:
             context = lazy.ray.init(address=address, **kwargs)
-        except ConnectionError as exc:
-            raise RuntimeFailure(
-                f"--address: cannot reach a Ray cluster at {address} ({exc}); start one with `rrsi hub start`, "
-                "or pass the address `rrsi hub start` printed"
-            ) from None
+        except Exception as exc:  # Ray raises ConnectionError, RuntimeError or its AuthenticationError here
+            said = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            fix = (
+                "the cluster uses token authentication: set RAY_AUTH_TOKEN, or RAY_AUTH_TOKEN_PATH to its token file"
+                if "token" in said.lower() or "auth" in type(exc).__name__.lower()
+                else "start one with `rrsi hub start`, or pass the address `rrsi hub start` printed"
+            )
+            raise RuntimeFailure(f"--address: cannot join the Ray cluster at {address} ({said[:160]}); {fix}") from None
     else:
         context = lazy.ray.init(
             num_cpus=num_cpus or os.cpu_count(), include_dashboard=True, dashboard_host="127.0.0.1", **kwargs

@@ -200,6 +200,13 @@ class HubClient:
     def stop_loop(self) -> None:
         self._invoke("stop_loop")
 
+    def stop_hub(self) -> None:
+        """Stop the hub: its loop ends, it gives its store up, and the actor is ended for good (no restart);
+        a hub in this process is closed."""
+        self._invoke("close")
+        if isinstance(self.hub, ray.actor.ActorHandle):
+            ray.kill(self.hub, no_restart=True)
+
     def stats(self) -> dict:
         """What ``rrsi hub status`` shows."""
         return self._invoke("stats")

@@ -21,7 +21,8 @@ __all__ = ["served_params"]
 
 
 def served_params(directory: AgentDirectory, store: Store, agent: str, task_id: str) -> dict:
-    """``{agent, task_id, version, params, canary, plan_id}``: the params ``task_id`` runs with.
+    """``{agent, task_id, version, params, canary, plan_id}``: the params ``task_id`` runs with (an int
+    param as an int).
 
     Raises:
         UnknownAgent: ``agent`` is not registered.
@@ -30,12 +31,17 @@ def served_params(directory: AgentDirectory, store: Store, agent: str, task_id: 
     if not isinstance(task_id, str) or not 1 <= len(task_id) <= 128:
         raise SchemaError(f"task_id: expected a string of 1 to 128 characters (got {task_id!r})")
     version, values = directory.current_params(agent)
-    served = {"agent": agent, "task_id": task_id, "version": version, "params": values, "canary": False}
+    ints = {p.name for p in directory.require(agent).params if p.kind == "int"}
+
+    def typed(params: dict[str, float]) -> dict[str, int | float]:
+        return {k: int(round(v)) if k in ints else v for k, v in params.items()}
+
+    served = {"agent": agent, "task_id": task_id, "version": version, "params": typed(values), "canary": False}
     for plan in store.plans("canary"):
         if not in_slot(task_id, plan.canary_slot):
             continue
         for update in plan.updates:
             if update.agent == agent and update.version_new is not None:
-                served.update(version=update.version_new, params=dict(update.theta_new), canary=True)
+                served.update(version=update.version_new, params=typed(update.theta_new), canary=True)
                 return {**served, "plan_id": plan.plan_id}
     return {**served, "plan_id": None}

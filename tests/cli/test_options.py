@@ -39,6 +39,8 @@ ADDRESS_COMMANDS = {
     "hub samples",
     "hub dead-letters",
     "agents list",
+    "agents register",
+    "hub stop",
     "incidents list",
     "incidents show",
     "rollback",
