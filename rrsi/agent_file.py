@@ -28,10 +28,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from rrsi.error_codes import ErrorCode, ErrorCodeRegistry
 from rrsi.errors import SchemaError
+from rrsi.scenario import read_yaml_file
 from rrsi.schema import AgentSpec, validate
 
 __all__ = ["AgentsFile", "SIMULATOR_KEYS", "read_agents_file", "parse_agents"]
@@ -110,13 +109,4 @@ def parse_agents(data: Any, registered: set[str] = frozenset(), codes: list[dict
 
 def read_agents_file(path: str | Path, registered: set[str] = frozenset(), codes: list[dict] = ()) -> AgentsFile:
     """Read and validate an agents file (YAML or JSON); see :func:`parse_agents`."""
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise SchemaError(f"{path}: cannot read ({exc.strerror})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise SchemaError(f"{path}: not valid YAML or JSON ({exc})") from None
-    return parse_agents(data, registered, codes)
+    return parse_agents(read_yaml_file(path, "agents file", SchemaError), registered, codes)

@@ -249,18 +249,22 @@ def dump_scenario(scenario: Scenario) -> str:
     return yaml.safe_dump(data, sort_keys=False, allow_unicode=True)
 
 
-def load_scenario(path: str | Path) -> Scenario:
-    """Read and validate a scenario file."""
+def read_yaml_file(path: str | Path, what: str, error: type[Exception] = ScenarioError) -> Any:
+    """The parsed YAML (or JSON) of a file; ``error`` naming ``what`` and the file when it cannot be read."""
     path = Path(path)
     try:
         text = path.read_text()
     except OSError as exc:
-        raise ScenarioError(f"scenario: cannot read {path} ({exc.strerror})") from None
+        raise error(f"{what}: cannot read {path} ({exc.strerror})") from None
     try:
-        data = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
-        raise ScenarioError(f"{path}: not valid YAML ({exc})") from None
-    return parse_scenario(data, str(path))
+        raise error(f"{path}: not valid YAML ({exc})") from None
+
+
+def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate a scenario file."""
+    return parse_scenario(read_yaml_file(path, "scenario"), str(path))
 
 
 def bundled_names() -> list[str]:
