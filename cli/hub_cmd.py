@@ -60,6 +60,7 @@ def _start_config(args: argparse.Namespace) -> HubConfig:
             "retrain": not args.no_retrain,
             "retrain_every_samples": args.retrain_every,
             "trace_settle_s": args.trace_settle,
+            "auto_register": args.auto_register,
         },
         where="hub start",
     )
@@ -231,6 +232,23 @@ def _add_lm_options(start: argparse.ArgumentParser) -> None:
     start.add_argument("--no-retrain", action="store_true", help="never retrain the adapter from the hub's incidents")
 
 
+def _add_ingest_options(start: argparse.ArgumentParser) -> None:
+    """How ``rrsi hub start`` takes records in: when a failing trace is analysed, and unknown agents."""
+    start.add_argument(
+        "--trace-settle",
+        type=float,
+        default=5.0,
+        help="seconds a failing trace must receive no record before it is analysed (its upstream steps may "
+        "ship later than the failure; default 5)",
+    )
+    start.add_argument(
+        "--auto-register",
+        action="store_true",
+        help="register an agent first seen in traffic with no params, instead of holding its spans until "
+        "`rrsi agents register`",
+    )
+
+
 def _register_start(hub: argparse._SubParsersAction) -> None:
     start = hub.add_parser(
         "start",
@@ -243,13 +261,7 @@ def _register_start(hub: argparse._SubParsersAction) -> None:
     )
     add_store(start)
     start.add_argument("--interval", type=float, default=10.0, help="seconds between analyses")
-    start.add_argument(
-        "--trace-settle",
-        type=float,
-        default=5.0,
-        help="seconds a failing trace must receive no record before it is analysed (its upstream steps may "
-        "ship later than the failure; default 5)",
-    )
+    _add_ingest_options(start)
     start.add_argument(
         "--approval",
         choices=["manual", "auto"],
