@@ -62,8 +62,10 @@ class AgentHarness:
         spec: the agent's declared name, dependencies, params and domain terms.
         executor: ``(task, params) -> ExecutionResult`` or any ``(task, params) -> value``.
         registry: error codes the executor may report; others are refused.
-        hub: the hub actor handle: params resume from it, and records are shipped to it unless
-            ``sink`` is given.
+        hub: the hub actor, as a handle or as its ``(name, namespace)`` (looked up here: a named
+            actor passed by name leaves no handle among the constructor's arguments, so Ray can
+            restart the harness without them); params resume from it, and records are shipped to it
+            unless ``sink`` is given.
         params: ``(version, values)`` to start from, e.g. the last promoted version.
         sink: receives each record's JSON (e.g. ``list.append`` to keep them in-process); default:
             a :class:`RecordShipper` to ``hub``, or no sink without a hub. A given sink is the
@@ -84,6 +86,8 @@ class AgentHarness:
         self.executor = as_executor(executor)
         self.registry = registry if isinstance(registry, ErrorCodeRegistry) else ErrorCodeRegistry.from_list(registry)
         self.registry.register_agent(self.spec)
+        if isinstance(hub, (tuple, list)):
+            hub = ray.get_actor(hub[0], namespace=hub[1])
         if params is None and hub is not None:
             params = ray.get(hub.current_params.remote(self.spec.name))  # a restarted harness resumes here
         self.params = ParamStore(self.spec, *(params or (0, None)))

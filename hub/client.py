@@ -28,7 +28,7 @@ import ray
 from rrsi.agents.harness import HarnessActor, harness_name, node_resources
 from rrsi.config import HubConfig, default_store_path
 from rrsi.errors import ActorFailure, SchemaError, Unauthorized, UnknownAgent
-from rrsi.hub.hub import NAMESPACE, ReflectionHub, get_or_create_hub
+from rrsi.hub.hub import HUB_NAME, NAMESPACE, ReflectionHub, get_or_create_hub
 from rrsi.hub.ingest import RequestStored
 from rrsi.schema import AgentSpec, ParamSpec, validate
 
@@ -118,8 +118,17 @@ class HubClient:
         registry = self.registry_entries()
         actor = HarnessActor.options(
             name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness"), get_if_exists=True
-        ).remote(spec.model_dump(), fn, registry, self.hub)
+        ).remote(spec.model_dump(), fn, registry, self._hub_by_name())
         return AgentHandle(name, actor)
+
+    def _hub_by_name(self):
+        """The hub as ``(name, namespace)`` when it is the named hub actor (a harness looks it up itself, so
+        no actor handle is among its constructor's arguments), else the handle."""
+        try:
+            named = ray.get_actor(HUB_NAME, namespace=NAMESPACE)
+        except ValueError:
+            return self.hub
+        return (HUB_NAME, NAMESPACE) if named._actor_id == self.hub._actor_id else self.hub
 
     def register_pull_agent(
         self,

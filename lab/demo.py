@@ -144,7 +144,10 @@ class PipelineRun:
             name: HarnessActor.options(
                 name=harness_name(name), namespace=NAMESPACE, resources=node_resources("harness")
             ).remote(
-                scenario.agent(name).spec().model_dump(), SimulatedExecutor(scenario, name, seed), registry, self.hub
+                scenario.agent(name).spec().model_dump(),
+                SimulatedExecutor(scenario, name, seed),
+                registry,
+                (HUB_NAME, NAMESPACE),  # looked up by the harness: no actor handle among its constructor's arguments
             )
             for name in scenario.order()
         }

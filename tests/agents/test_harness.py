@@ -15,6 +15,7 @@ from rrsi.agents.shipping import RecordShipper
 from rrsi.config import HarnessConfig
 from rrsi.error_codes import default_registry
 from rrsi.errors import SchemaError, UnknownErrorCode
+from rrsi.hub.client import HubClient
 from rrsi.hub.hub import HubActor
 from rrsi.schema import StepRecord
 from rrsi.store import Store
@@ -107,7 +108,9 @@ def test_actor_ships_everything_and_resumes_promoted_params(ray_module, tmp_path
     hub = HubActor.options(name="rrsi-hub", namespace="rrsi").remote(str(tmp_path / "hub.sqlite"))
     ray.get(hub.register_agent.remote(SPEC))
     registry = ray.get(hub.registry_entries.remote())
-    h = HarnessActor.options(name=harness_name("calc"), namespace="rrsi").remote(SPEC, adder, registry, hub)
+    by_name = HubClient(hub)._hub_by_name()
+    assert by_name == ("rrsi-hub", "rrsi"), "the named hub goes to a harness by name, not as a handle argument"
+    h = HarnessActor.options(name=harness_name("calc"), namespace="rrsi").remote(SPEC, adder, registry, by_name)
     ray.get(h.run_batch.remote([{"task_id": f"t{i}", "trace_id": f"tr{i}", "payload": i} for i in range(300)]))
     assert ray.get(h.flush.remote()) == 300
     assert ray.get(hub.stats.remote())["records"] == 300
