@@ -15,9 +15,9 @@ from collections.abc import Iterable
 
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.evidence import EvidenceRule, evidenced_direction, symptom_votes
-from rrsi.schema import Action, AgentSpec, Reflection, ReflectionContext, StepRecord, validate
+from rrsi.schema import Action, AgentSpec, ErrorType, Reflection, ReflectionContext, StepRecord, validate
 
-__all__ = ["reflect_on_agent", "reflection_context"]
+__all__ = ["reflect_on_agent", "reflection_context", "param_wording"]
 
 
 def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) -> ReflectionContext:
@@ -28,6 +28,16 @@ def reflection_context(specs: Iterable[AgentSpec], registry: ErrorCodeRegistry) 
         codes = [registry.get(p.error_code) for p in s.params if p.error_code and p.error_code in registry]
         terms[s.name] = list(dict.fromkeys([*s.domain_terms, *(t for c in codes for t in c.domain_terms)]))
     return ReflectionContext(params=params, domain_terms=terms)
+
+
+def param_wording(spec: AgentSpec, param: str, registry: ErrorCodeRegistry) -> tuple[ErrorType, str, str]:
+    """``(error type, domain term, failures' label)`` a reflection on ``param`` uses: of the param's error code
+    when it declares one the registry holds, else the param's own error type, the agent's first domain term (or
+    the param's name) and ``silent`` (its evidence is steps that looked fine and handed a defect on)."""
+    p = spec.param(param)
+    code = registry.get(p.error_code) if p.error_code and p.error_code in registry else None
+    terms = spec.domain_terms or (code.domain_terms if code else []) or [p.name.replace("_", " ")]
+    return (code.error_type, terms[0], code.code) if code else (p.error_type, terms[0], "silent")
 
 
 def reflect_on_agent(
@@ -44,15 +54,13 @@ def reflect_on_agent(
     if not actions:
         return None
     param, direction, k, n = max(evidence, key=lambda e: e[2])
-    p = spec.param(param)
-    code = registry.get(p.error_code)
-    term = (spec.domain_terms or code.domain_terms or [p.name])[0]
+    error_type, term, label = param_wording(spec, param, registry)
     side = "low" if direction == "increase" else "high"
     data = {
         "agent": spec.name,
-        "error_type": code.error_type,
-        "root_cause": f"{p.name} too {side} for the {term}: {k}/{n} {code.code} failures"[:128],
-        "correction": f"{direction.capitalize()} {p.name} to stop {code.code} failures on the {term}"[:256],
+        "error_type": error_type,
+        "root_cause": f"{param} too {side} for the {term}: {k}/{n} {label} failures"[:128],
+        "correction": f"{direction.capitalize()} {param} to stop {label} failures on the {term}"[:256],
         "confidence": (k + 1) / (n + 2),
         "actions": [a.model_dump() for a in actions],
     }

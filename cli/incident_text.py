@@ -72,6 +72,8 @@ def why_nothing(view: dict) -> str | None:
     plans = view["plans"]
     if any(p["state"] in ("promoted", "canary") for p in plans):
         return None
+    if view["incident"].get("review"):
+        return f"held for human review: {view['incident']['review']}"
     if view["reflection"] is None:
         return "no agent of the incident had failures the Reflector could read; the hub waits for more evidence"
     if not any(r["actions"] for r in view["reflection"]["reflections"]):
@@ -93,6 +95,7 @@ def incident_text(view: dict) -> str:
         f"incident {inc['incident_id']}, made {when(inc['created_at'])}",
         f"traces: {len(inc['trace_ids'])}; failing agents: {', '.join(inc['failing_agents'])}",
         *_blame(inc.get("attribution")),
+        *([f"review: {inc['review']}"] if inc.get("review") else []),
         *_reflection(view["reflection"]),
     ]
     for plan in view["plans"]:

@@ -19,7 +19,8 @@ class DependencyGraph:
 
     Edges come from declared ``depends_on`` (``source="declared"``) and from traces, where
     a step whose parent step belongs to another agent shows that the agent consumed that
-    output (``source="learned"``, with a ``count``).
+    output (``source="learned"``, with a ``count``); the hub learns from its traces with the
+    edges :mod:`rrsi.graph.trace_edges` infers added to the steps' parents.
     """
 
     def __init__(self, specs: Iterable[AgentSpec] = ()) -> None:

@@ -15,6 +15,7 @@ import logging
 import time
 
 from rrsi.config import HubConfig
+from rrsi.graph.trace_edges import with_inferred_edges
 from rrsi.hub.analysis import AnalysisReport
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.drift_watch import DriftWatch
@@ -74,17 +75,20 @@ class AnalysisPass:
         return report
 
     def _pending_traces(self) -> list[Trace]:
-        """The traces waiting for analysis (the failing ones failed by a step or by their reported outcome),
-        their links learned into the dependency graph and their confidences into the attribution's cuts."""
+        """The traces waiting for analysis (the failing ones failed by a step or by their reported outcome), with
+        the edges their steps' parents do not give (:mod:`rrsi.graph.trace_edges`: sibling order, content, the
+        agents' declared dependencies), their links learned into the dependency graph and their confidences into
+        the attribution's cuts."""
         by_trace: dict[str, list[StepRecord]] = {}
         ids = self.intake.take_pending(self.config.ingest.trace_settle_s)
         for r in self.store.records(ids):
             by_trace.setdefault(r.trace_id, []).append(r)
         failed = {t for t, o in self.store.outcomes_for(by_trace).items() if not o.ok}
+        depends_on = {name: spec.depends_on for name, spec in self.directory.specs.items()}
         traces = [
-            Trace.from_steps(steps, partial=True).model_copy(update={"outcome": "failure"})
-            if t in failed
-            else Trace.from_steps(steps, partial=True)
+            with_inferred_edges(Trace.from_steps(steps, partial=True), depends_on).model_copy(
+                update={"outcome": "failure"} if t in failed else {}
+            )
             for t, steps in by_trace.items()
         ]
         for t in traces:

@@ -4,7 +4,8 @@ For each group the attribution model blames an agent and a step per trace; the b
 join their agent's standing evidence; the Reflector gets the evidence of the incident's
 failing agents (those without a plan under validation) for ONE joint reflection; the gate
 splits its actions into those that may proceed and those held (low/medium/high risk, or a
-low-quality LM reflection held for review); each part becomes one jointly regularized plan:
+low-quality LM reflection, or the actions of an incident whose blame is uncertain, held for review:
+:mod:`rrsi.hub.blame_review`); each part becomes one jointly regularized plan:
 the held one is stored ``blocked``, the other goes to validation — at the steps sized for its
 params (:mod:`rrsi.hub.step_sizes`) and, in shadow replay, at larger ones tried on the same
 tasks (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`). A param the reflection acted
@@ -12,7 +13,8 @@ on that no plan moves (the gate's risk tier, a bound, no room in the trust regio
 its reason in the incident's ``held`` and in the plan's.
 
 Evidence per agent is spent when a reflection acts on the agent; otherwise it keeps
-gathering in a window of the latest ``max_evidence`` records (older ones are dropped, so an
+gathering (the blamed records of an incident held for review do not join it) in a window of the
+latest ``max_evidence`` records (older ones are dropped, so an
 agent that only ever shows noise holds at most that many), each record counted once even
 when a pass that failed is retried. An incident is stored once its reflection is made, so
 a pass that fails before leaves its traces to be analysed again.
@@ -28,6 +30,7 @@ from rrsi.graph.confidence_reference import ConfidenceReference
 from rrsi.graph.features import own_failure_rates
 from rrsi.graph.suspicion import with_upstream_suspects
 from rrsi.hub.analysis import AnalysisReport
+from rrsi.hub.blame_review import held_for_review, not_probed, review_reason
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.drift_watch import WideSteps
 from rrsi.hub.gating import Gate
@@ -131,8 +134,10 @@ class IncidentPipeline:
         joint = self.reflectors.reflect(incident, standing, self.directory.specs)
         self.store.put_incident(incident)
         report.incidents.append(incident.incident_id)
-        self._probe(incident, standing, joint, report)
+        unprobed = self._probe(incident, standing, joint, report)
         if joint is None:
+            if unprobed:
+                self.store.put_incident(incident.model_copy(update={"held": unprobed}))
             return
         self.metrics.reflection(joint.backend, time.perf_counter() - t1)
         self.store.put_reflection(joint)
@@ -140,40 +145,52 @@ class IncidentPipeline:
         for r in joint.reflections:
             if r.actions:  # evidence is spent on the agents the reflection acts on; the others keep gathering it
                 self.evidence.pop(r.agent, None)
-        review = self.reflectors.quality_review(joint, incident, self.directory.specs)
-        if review is None:
-            eligible, held, decisions = self.gate.split(joint, self.directory.specs)
-        else:
-            eligible, held, decisions = None, joint, review
-        made, stuck = self._plan(report, eligible, held, decisions, standing)
-        if stuck:  # the params this incident's reflection acted on that no plan moves, and why
-            self.store.put_incident(incident.model_copy(update={"held": stuck}))
+        made, stuck = self._plan(report, *self._split(joint, incident), standing)
+        if stuck or unprobed:  # the params this incident's reflection acted on that no plan moves, and why
+            self.store.put_incident(incident.model_copy(update={"held": unprobed + stuck}))
         if made:
             self.reflectors.keep_sample(incident, standing, self.directory.specs, joint)
 
-    def _probe(self, incident: Incident, standing: list[StepRecord], joint: JointReflection | None, report) -> None:
-        """Probes each way for the agents whose evidence names a param but no direction (:mod:`rrsi.hub.probes`)."""
+    def _split(self, joint: JointReflection, incident: Incident):
+        """(eligible, held, decisions): all of ``joint`` held for review when its quality or the incident's blame
+        asks for one (:mod:`rrsi.hub.blame_review`), else the gate's split."""
+        review = self.reflectors.quality_review(joint, incident, self.directory.specs)
+        if review is None and incident.review is not None:
+            review = held_for_review(joint, self.directory.specs, incident.review)
+        if review is None:
+            return self.gate.split(joint, self.directory.specs)
+        return None, joint, review
+
+    def _probe(self, incident: Incident, standing: list[StepRecord], joint: JointReflection | None, report):
+        """Probes each way for the agents whose evidence names a param but no direction (:mod:`rrsi.hub.probes`);
+        on blame held for review none, and the params they would have tried, held with the reason."""
         acted = {r.agent for r in joint.reflections if r.actions} if joint is not None else set()
+        if incident.review is not None:
+            return not_probed([(s.name, p) for s, p, _ in self.prober.opaque(standing, acted)], incident.review)
         probed, plans = self.prober.probe(incident.incident_id, standing, acted)
         for agent in probed:  # a probe spends the evidence like a reflection that acts
             self.evidence.pop(agent, None)
         record(report, self.metrics, *plans)
+        return []
 
     def _incident(self, group: list[Trace], report: AnalysisReport) -> tuple[Incident, list[StepRecord]]:
         """The stored, attributed incident of ``group`` and the standing evidence of its agents."""
         t0 = time.perf_counter()
         per_trace = self.attribute(group)
         blamed = [s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)]
-        incident = make_incident(group, blamed).model_copy(update={"attribution": combine(per_trace)})
+        review = review_reason(per_trace, self.config.attribution)
+        incident = make_incident(group, blamed).model_copy(update={"attribution": combine(per_trace), "review": review})
         report.trace_roots.update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         self.metrics.incident(time.perf_counter() - t0)
-        for step in blamed:
+        for step in blamed if review is None else ():  # uncertain blame is no evidence to act on later
             self._keep(step)
         busy = {u.agent for p in self.store.plans("canary") for u in p.updates}  # no new plan until it settles
         implicated = dict.fromkeys([*incident.failing_agents, *(s.agent for s in blamed)])
         agents = [a for a in implicated if a not in busy]
-        standing = [s for a in agents for s in self.evidence.get(a, {}).values()]
-        return incident, standing
+        standing = {s.record_id: s for a in agents for s in self.evidence.get(a, {}).values()}
+        if review is not None:  # what the blamed records would say, for the plan held for review
+            standing.update((s.record_id, s) for s in blamed if s.agent in agents)
+        return incident, list(standing.values())
 
     def reopen(self, agent: str, since: float, widen: bool = True) -> None:
         """Re-open ``agent``'s analysis: its evidence recorded before ``since`` no longer counts; with

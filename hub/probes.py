@@ -10,8 +10,9 @@ per direction from the same joint solve (:func:`~rrsi.hub.joint_update.plan_upda
 trust region, the L2 regularizer and the gate apply as to any update). Both are replayed in
 shadow on the same recent tasks; the direction with the larger gain goes on to the
 configured validation (its promotion test against the incumbent decides), the other is
-rolled back with its verdict. Records blamed for a silent defect (no error code) name no
-param: they count for each of the agent's params, probed in turn. On such evidence the step
+rolled back with its verdict. Records blamed for a silent defect (no error code) name the param
+they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for each of
+the agent's params, probed in turn. On such evidence the step
 is the trust region and, when neither replay can decide (the agent's own steps hardly fail
 visibly), the direction tried is what outcomes said last — the way of the latest settled
 plan on the param if it was promoted, the other way if it was rolled back — and the
@@ -26,10 +27,10 @@ from __future__ import annotations
 
 from collections import Counter
 
-from rrsi.agents.self_reflection import reflection_context
+from rrsi.agents.self_reflection import param_wording, reflection_context
 from rrsi.config import HubConfig, UpdateConfig
 from rrsi.error_codes import ErrorCodeRegistry
-from rrsi.evidence import param_reading, symptom_votes
+from rrsi.evidence import named_params, param_reading, symptom_votes
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.joint_update import plan_update
@@ -54,14 +55,11 @@ def opaque_param(
     """The param with the most records naming it whose reading is ``opaque`` (:func:`rrsi.evidence.param_reading`:
     enough of them name it, too few point a direction), if any.
 
-    A record with no error code (a step blamed for a silent defect) names no param: it counts for
-    each of the agent's params, the one probed least often (``probed``) first.
+    A record with no error code (a step blamed for a silent defect) that names no param
+    (:func:`rrsi.evidence.named_params`) counts for each of the agent's params, the one probed least
+    often (``probed``) first.
     """
-    by_code = {p.error_code: p.name for p in spec.params if p.error_code}
-    named = Counter(by_code[r.error_code] for r in records if r.error_code in by_code)
-    silent = sum(1 for r in records if r.error_code is None)
-    for p in spec.params:
-        named[p.name] += silent
+    named = named_params(spec, records, registry)
     votes = symptom_votes(spec, records, registry)
     probed = probed or Counter()
     rule = config.evidence
@@ -77,17 +75,15 @@ def probe_reflections(
     incident_id: str, spec: AgentSpec, param: str, n: int, registry: ErrorCodeRegistry
 ) -> list[tuple[str, float, JointReflection]]:
     """``(plan id suffix, direction sign, reflection)`` for a step each way on ``param``."""
-    p = spec.param(param)
-    code = registry.get(p.error_code)
-    term = (spec.domain_terms or code.domain_terms or [p.name])[0]
+    error_type, term, label = param_wording(spec, param, registry)
     context = reflection_context([spec], registry).model_dump()
     out = []
     for op, suffix, sign in _DIRECTIONS:
         data = {
             "agent": spec.name,
-            "error_type": code.error_type,
-            "root_cause": f"{p.name} off for the {term}: {n} {code.code} failures, direction unknown"[:128],
-            "correction": f"{op.capitalize()} {p.name} one bounded step to test the {term} against outcomes"[:256],
+            "error_type": error_type,
+            "root_cause": f"{param} off for the {term}: {n} {label} failures, direction unknown"[:128],
+            "correction": f"{op.capitalize()} {param} one bounded step to test the {term} against outcomes"[:256],
             "confidence": PROBE_CONFIDENCE,
             "actions": [Action(agent=spec.name, param=param, op=op).model_dump()],
         }
@@ -117,27 +113,33 @@ class Prober:
         self.config, self.directory, self.gate, self.lifecycle = config, directory, gate, lifecycle
         self.probed: dict[str, Counter] = {}  # agent → param → times probed: silent evidence tries each in turn
 
-    def probe(self, incident_id: str, standing: list[StepRecord], acted: set[str]) -> tuple[set[str], list[UpdatePlan]]:
-        """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
-        returns the agents probed and the plans that changed state."""
+    def opaque(self, standing: list[StepRecord], acted: set[str]) -> list[tuple[AgentSpec, str, list[StepRecord]]]:
+        """``(spec, param, records)`` of every agent of ``standing`` the reflection did not act on (``acted``)
+        whose evidence is opaque: what :meth:`probe` would try."""
         by_agent: dict[str, list[StepRecord]] = {}
         for r in standing:
             by_agent.setdefault(r.agent, []).append(r)
-        probed, plans = set(), []
+        out = []
         for agent, records in sorted(by_agent.items()):
             spec = self.directory.specs.get(agent)
-            param = (
-                None
-                if agent in acted or spec is None
-                else opaque_param(spec, records, self.directory.codes, self.config, self.probed.get(agent))
-            )
+            if agent in acted or spec is None:
+                continue
+            param = opaque_param(spec, records, self.directory.codes, self.config, self.probed.get(agent))
             if param is not None:
-                probed.add(agent)
-                self.probed.setdefault(agent, Counter())[param] += 1
-                code = spec.param(param).error_code
-                n = sum(1 for r in records if r.error_code in (code, None))
-                silent = sum(1 for r in records if r.error_code is None) / len(records)
-                plans += self._each_way(incident_id, spec, param, n, silent)
+                out.append((spec, param, records))
+        return out
+
+    def probe(self, incident_id: str, standing: list[StepRecord], acted: set[str]) -> tuple[set[str], list[UpdatePlan]]:
+        """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
+        returns the agents probed and the plans that changed state."""
+        probed, plans = set(), []
+        for spec, param, records in self.opaque(standing, acted):
+            probed.add(spec.name)
+            self.probed.setdefault(spec.name, Counter())[param] += 1
+            code = spec.param(param).error_code
+            n = sum(1 for r in records if r.error_code in (code, None))
+            silent = sum(1 for r in records if r.error_code is None) / len(records)
+            plans += self._each_way(incident_id, spec, param, n, silent)
         return probed, plans
 
     def _each_way(self, incident_id: str, spec: AgentSpec, param: str, n: int, silent: float) -> list[UpdatePlan]:

@@ -34,6 +34,7 @@ from rrsi.config import ReflectionConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.errors import UserError
 from rrsi.evidence import EvidenceRule, evidenced_direction, symptom_votes
+from rrsi.hub.blame_review import held_for_review
 from rrsi.hub.lm.prompt import IncidentInput, PromptConfig
 from rrsi.hub.lm.quality import QualityConfig, route, score_reflection
 from rrsi.hub.lm.retraining import Retrainer, RetrainingPolicy
@@ -186,13 +187,7 @@ class Reflectors:
         if route(score, QualityConfig(threshold=self.config.quality_threshold)) == "updater":
             return None
         reason = f"quality {score.composite:.2f} < {self.config.quality_threshold}: human review (rrsi approve)"
-        return [
-            GateDecision(
-                agent=a.agent, param=a.param, risk=specs[a.agent].param(a.param).risk, eligible=False, reason=reason
-            )
-            for r in joint.reflections
-            for a in r.actions
-        ]
+        return held_for_review(joint, specs, reason)
 
     def keep_sample(
         self, incident: Incident, standing: list[StepRecord], specs: dict[str, AgentSpec], joint: JointReflection

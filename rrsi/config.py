@@ -84,10 +84,17 @@ class LoopConfig(_Model):
 class AttributionConfig(_Model):
     """Who blames: the attribution GNN (``method="gnn"``; checkpoint ``model``, default the user's
     ``RRSI_HOME/models/attribution.pt`` when there is one, else the one shipped with the package) or
-    the most-upstream failing agent baseline."""
+    the most-upstream failing agent baseline.
+
+    When blame is uncertain, a human decides: an incident whose traces give their top agent less than
+    ``review_below`` of the blame on average, or a lead over the next agent of less than ``review_margin``,
+    moves no param and opens no probe; its reflection's actions wait in a blocked plan for review
+    (:mod:`rrsi.hub.blame_review`). 0 turns either test off."""
 
     method: Literal["gnn", "most_upstream"] = "gnn"
     model: str | None = None
+    review_below: float = Field(default=0.5, ge=0.0, le=1.0)
+    review_margin: float = Field(default=0.1, ge=0.0, le=1.0)
 
 
 class ReflectionConfig(_Model):

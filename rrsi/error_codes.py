@@ -24,6 +24,7 @@ __all__ = [
     "ErrorCodeRegistry",
     "CODE_PATTERN",
     "DEFAULT_SYMPTOMS",
+    "symptom_direction",
     "default_registry",
     "code_for_error_type",
     "observed_error_type",
@@ -37,11 +38,20 @@ DEFAULT_SYMPTOMS: dict[str, Direction] = {
     "too lenient": "increase",
     "too short": "increase",
     "too small": "increase",
+    "too few": "increase",
     "too high": "decrease",
     "too strict": "decrease",
     "too long": "decrease",
     "too large": "decrease",
+    "too many": "decrease",
 }
+
+
+def symptom_direction(text: str, symptoms: dict[str, Direction] = DEFAULT_SYMPTOMS) -> Direction | None:
+    """The direction the first of ``symptoms``' phrases found in ``text`` points to (any case), if any."""
+    text = text.lower()
+    hits = [(text.find(p), d) for p, d in symptoms.items() if p in text]
+    return min(hits)[1] if hits else None
 
 
 class ErrorCode(_Model):
@@ -55,9 +65,7 @@ class ErrorCode(_Model):
 
     def direction(self, scratchpad: str) -> Direction | None:
         """The direction the first symptom phrase found in ``scratchpad`` points to, if any."""
-        text = scratchpad.lower()
-        hits = [(text.find(p), d) for p, d in self.symptoms.items() if p in text]
-        return min(hits)[1] if hits else None
+        return symptom_direction(scratchpad, self.symptoms)
 
 
 _BUILTIN = [

@@ -4,6 +4,12 @@ prompt and training labels all read.
 
 A failing record whose error code a param governs names that param; its scratchpad's symptom
 phrase may also point a direction (the error-code registry's phrases: "too low" → increase).
+A record with no error code (a step blamed for a silent defect: it looked fine, and what it
+handed on made others fail) names the param it speaks of (:func:`silent_param`: its agent's only
+param, or the one param its text names), and points a direction when its output or scratchpad
+says one in the same phrases (:func:`stated_direction`: "incomplete, too few sections" →
+increase); the phrases of the param's error code when it declares one, else
+:data:`~rrsi.error_codes.DEFAULT_SYMPTOMS`.
 Of a param's ``n`` direction votes, ``k`` for the leading direction:
 
 - **one-sided** when P(X ≥ k | n, ½) < α (a one-sided sign test, :func:`rrsi.stats.sign_test`)
@@ -26,12 +32,13 @@ tell: wait for more).
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.error_codes import DEFAULT_SYMPTOMS, Direction, ErrorCodeRegistry, symptom_direction
 from rrsi.schema import AgentSpec, StepRecord
 from rrsi.stats import sequential_sign_boundary, sign_test
 
@@ -39,6 +46,9 @@ __all__ = [
     "MIN_EVIDENCE",
     "EvidenceRule",
     "Reading",
+    "stated_direction",
+    "silent_param",
+    "named_params",
     "symptom_votes",
     "sidedness",
     "evidenced_direction",
@@ -83,15 +93,56 @@ class EvidenceRule:
         return k * self.horizon >= bounds[self.horizon] * n
 
 
+def stated_direction(record: StepRecord, symptoms: dict[str, Direction] = DEFAULT_SYMPTOMS) -> Direction | None:
+    """The direction a step's output, else its scratchpad, states in ``symptoms``' phrases, if any."""
+    return symptom_direction(record.output.text, symptoms) or symptom_direction(record.scratchpad, symptoms)
+
+
+def silent_param(spec: AgentSpec, record: StepRecord) -> str | None:
+    """The param a record with no error code speaks of: its agent's only param, else the one param whose name
+    (underscores read as spaces, or not) its output or scratchpad holds as a word; None when it names none or
+    several."""
+    if len(spec.params) == 1:
+        return spec.params[0].name
+    text = f"{record.output.text}\n{record.scratchpad}"
+    named = [p.name for p in spec.params if re.search(_spelled(p.name), text, re.IGNORECASE)]
+    return named[0] if len(named) == 1 else None
+
+
+def _spelled(name: str) -> str:
+    """A pattern for a param's name as a word, its underscores written as underscores or spaces."""
+    return r"\b" + "[_ ]".join(re.escape(part) for part in name.split("_")) + r"\b"
+
+
+def _vote(spec: AgentSpec, record: StepRecord, registry: ErrorCodeRegistry) -> tuple[str | None, Direction | None]:
+    """(the param a record names, the direction it points) as the module docstring says."""
+    if record.error_code is not None:
+        param = {p.error_code: p.name for p in spec.params if p.error_code}.get(record.error_code)
+        return param, registry.get(record.error_code).direction(record.scratchpad) if param else None
+    param = silent_param(spec, record)
+    code = spec.param(param).error_code if param else None
+    symptoms = registry.get(code).symptoms if code in registry else DEFAULT_SYMPTOMS
+    return param, stated_direction(record, symptoms) if param else None
+
+
+def named_params(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> Counter:
+    """Per declared param, how many of ``records`` name it; a record with no error code that names no param
+    counts for every param (any of them may be off)."""
+    named: Counter = Counter()
+    for r in records:
+        param = _vote(spec, r, registry)[0]
+        if param is not None:
+            named[param] += 1
+        elif r.error_code is None:
+            named.update(p.name for p in spec.params)
+    return named
+
+
 def symptom_votes(spec: AgentSpec, records: Iterable[StepRecord], registry: ErrorCodeRegistry) -> dict[str, Counter]:
-    """Per declared param, how many of its failing records' symptoms point to increase and to decrease."""
-    by_code = {p.error_code: p.name for p in spec.params if p.error_code}
+    """Per declared param, how many of its records' symptoms point to increase and to decrease."""
     votes: dict[str, Counter] = {}
     for r in records:
-        param = by_code.get(r.error_code)
-        if param is None:
-            continue
-        direction = registry.get(r.error_code).direction(r.scratchpad)
+        param, direction = _vote(spec, r, registry)
         if direction is not None:
             votes.setdefault(param, Counter())[direction] += 1
     return votes

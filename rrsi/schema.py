@@ -287,6 +287,7 @@ class Incident(_Model):
     failing_steps: list[str] = Field(min_length=1)
     attribution: Attribution | None = None
     held: list[HeldParam] = Field(default_factory=list)
+    review: str | None = None  # why its blame was too uncertain to act on: held for human review
     created_at: float = Field(default_factory=time.time)
 
 

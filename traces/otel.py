@@ -11,10 +11,15 @@ exporter does (``context.trace_id``); attributes may be a plain mapping or OTLP'
 :func:`map_spans` turns spans into records. A span that is a step under any of the conventions
 :mod:`rrsi.traces.genai` reads (current and older GenAI conventions, OpenInference) becomes one
 :class:`~rrsi.schema.StepRecord`: its agent is its own or the nearest ancestor's, its parent
-the nearest ancestor span that is also a step (other spans are bridged over), ``error.type``
-(or an ERROR status, as ``_OTHER``) its error code (:func:`~rrsi.error_codes.code_for_error_type`:
-``TimeoutError`` becomes ``TIMEOUT_ERROR_000``). Spans of the project's own convention add
-what the others have no word for:
+the nearest ancestor span that is also a step (other spans are bridged over) and, after it, the
+steps its span links point at (OTLP ``links`` to spans of the same trace: a link to a span that is
+no step points at that span's nearest step; in an open batch a link outside the batch is kept, as
+a parent id outside it is), ``error.type`` (or an ERROR status, as ``_OTHER``) its error code
+(:func:`~rrsi.error_codes.code_for_error_type`: ``TimeoutError`` becomes ``TIMEOUT_ERROR_000``).
+The edges that neither parents nor links give (agent spans side by side under the workflow span,
+an output handed on as text, declared dependencies) are inferred from the whole stored trace at
+analysis time (:mod:`rrsi.graph.trace_edges`). Spans of the project's own convention add what
+the others have no word for:
 
 | attribute | on | meaning |
 |---|---|---|
@@ -141,10 +146,13 @@ class _TraceSpans:
         self.trace_id, self.open_parents = trace_id, open_parents
         self.by_id: dict[str, _Member] = {}
         self.parents: dict[str, str | None] = {}  # span id → its parent span's id
+        self.links: dict[str, list[str]] = {}  # span id → the span ids of this trace it links to
         for i, s, a in members:
             sid = span_id_of(s, "span", i)
             self.by_id[sid] = (i, s, a)
             self.parents[sid] = span_id_of(s, "parent", i, required=False)
+            if s.get("links"):
+                self.links[sid] = _linked(s["links"], trace_id, i)
         self.steps = [sid for sid, (_, _, a) in self.by_id.items() if genai.is_step(a)]
         self.step_ids = set(self.steps)
 
@@ -169,6 +177,33 @@ class _TraceSpans:
             return parent
         return parent if self.open_parents and parent not in self.by_id else None
 
+    def step_parents(self, sid: str, first: str | None) -> list[str]:
+        """The step's parents: ``first`` (its :meth:`parent_step`), then the steps its links point at (each once,
+        never itself)."""
+        out = [first] if first else []
+        for target in self.links.get(sid, ()):
+            if target in self.step_ids:
+                step = target
+            elif target in self.by_id:
+                step = self.parent_step(target)
+            else:
+                step = target if self.open_parents else None
+            if step and step != sid and step not in out:
+                out.append(step)
+        return out
+
+
+def _linked(links: Any, trace_id: str, i: int) -> list[str]:
+    """The span ids of ``trace_id`` that a span's ``links`` point at (a link to another trace is no parent)."""
+    out = []
+    for link in links if isinstance(links, list) else []:
+        if not isinstance(link, dict):
+            continue
+        target = span_id_of(link, "span", i, required=False)
+        if target and span_id_of(link, "trace", i, required=False) in (None, trace_id):
+            out.append(target)
+    return out
+
 
 def _is_context(span: dict, attrs: dict, root: bool, leads: bool) -> bool:
     """A user span, or the root workflow span that other steps hang under: context, never blamed."""
@@ -178,7 +213,7 @@ def _is_context(span: dict, attrs: dict, root: bool, leads: bool) -> bool:
     return root and leads and (genai.operation(attrs).lower() in _WORKFLOW_OPS or agent is None)
 
 
-def _record(spans: _TraceSpans, sid: str, agent: str, parent: str | None) -> StepRecord:
+def _record(spans: _TraceSpans, sid: str, agent: str, parents: list[str]) -> StepRecord:
     """One step span as a validated, fitted step record."""
     _, span, attrs = spans.by_id[sid]
     start, end = span_times(span)
@@ -188,7 +223,7 @@ def _record(spans: _TraceSpans, sid: str, agent: str, parent: str | None) -> Ste
         step_id=sid,
         agent=agent,
         task_id=str(spans.inherited(sid, lambda _s, a: a.get(ATTR_TASK_ID)) or spans.trace_id),
-        parents=[parent] if parent else [],
+        parents=parents,
         input=Summary.fields_of(genai.input_text(attrs)),
         output=Summary.fields_of(genai.output_text(attrs)),
         tool_calls=genai.tool_calls(attrs),
@@ -218,7 +253,7 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
     return validate(TraceOutcome, data, where=f"spans.{i}.attributes")
 
 
-def _map_step(spans: _TraceSpans, sid: str, parent: str | None, leads: set, names: AgentNames, out: MappedSpans):
+def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, names: AgentNames, out: MappedSpans):
     i, span, attrs = spans.by_id[sid]
     root = spans.parents[sid] is None
     late_root = root and spans.open_parents and genai.operation(attrs).lower() in _WORKFLOW_OPS  # children came earlier
@@ -229,7 +264,7 @@ def _map_step(spans: _TraceSpans, sid: str, parent: str | None, leads: set, name
         out.rejected.append(RejectedSpan(i, sid, reason))
         return None
     try:
-        step = _record(spans, sid, names(str(agent_raw)), parent)
+        step = _record(spans, sid, names(str(agent_raw)), parents)
     except SchemaError as exc:
         out.rejected.append(RejectedSpan(i, sid, f"spans.{i} ({sid}): {exc}"))
         return None
@@ -241,7 +276,7 @@ def _map_trace(spans: _TraceSpans, out: MappedSpans) -> None:
     parent_of = {sid: spans.parent_step(sid) for sid in spans.steps}
     leads, names, failed_context = set(parent_of.values()), AgentNames(), set()
     for sid, parent in parent_of.items():
-        if _map_step(spans, sid, parent, leads, names, out):
+        if _map_step(spans, sid, spans.step_parents(sid, parent), leads, names, out):
             failed_context.add(sid)
     verdicts = []
     for sid, member in spans.by_id.items():

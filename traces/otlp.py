@@ -83,6 +83,7 @@ def _proto_span(span, where: str) -> dict:
         "endTimeUnixNano": span.end_time_unix_nano,
         "attributes": {a.key: _any_value(a.value) for a in span.attributes},
         "status": {"code": int(span.status.code), "message": span.status.message},
+        "links": [{"traceId": link.trace_id.hex(), "spanId": link.span_id.hex()} for link in span.links],
     }
 
 

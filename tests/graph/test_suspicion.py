@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rrsi.graph.baselines import most_upstream
 from rrsi.graph.suspicion import upstream_suspects, with_upstream_suspects
-from rrsi.schema import Trace
+from rrsi.schema import Summary, Trace
+from rrsi.traces.agent_names import as_context
 from tests.helpers import step
 
 
@@ -52,3 +53,15 @@ def test_a_trace_failed_by_outcome_alone_is_attributed():
     base = most_upstream(t)
     assert base.root_agent == "answer"  # the baseline blames the wrong answer's step
     assert with_upstream_suspects(t, base).root_agent == "relay"
+
+
+def test_a_step_whose_output_says_it_is_off_takes_the_blame_from_the_failures_after_it():
+    t = chain({}, {"check", "answer"})
+    said = [s.model_copy(update={"output": Summary.of("plan: 2 sections, incomplete: too few for the topic")})
+            if s.step_id == "relay" else s for s in t.steps]  # fmt: skip
+    att = with_upstream_suspects(t.model_copy(update={"steps": said}), most_upstream(t))
+    assert att.root_agent == "relay" and att.agent_blame["relay"] == 1.0 and att.model == "most_upstream+output"
+    context = [as_context(s) if s.step_id == "relay" else s for s in said]
+    assert with_upstream_suspects(t.model_copy(update={"steps": context}), most_upstream(t)).root_agent == "check", (
+        "a context step (the user, the workflow) is never blamed for what it says"
+    )
