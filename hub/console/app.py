@@ -187,6 +187,8 @@ def _list_html(store: Store, where: IncidentFilter, limit: int, csrf: str | None
         agents=agents,
         error_types=list(ERROR_TYPES),
         states=[*PLAN_STATES, "none"],
+        refused={kind: n for kind, n in store.refused_counts().items() if n},
+        held=store.held_agents(),
         csrf=csrf,
     )
 

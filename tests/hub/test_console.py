@@ -206,3 +206,14 @@ def test_static_incident_file_needs_no_server(hub, tmp_path):
         "<style>" in html and "/static/" not in html and "<form" not in html and "http://" not in html.split("<svg")[0]
     )
     assert 'id="blamed-agent" class="root">policy<' in html and 'data-param="block_threshold"' in html
+
+
+def test_the_list_counts_what_was_not_analysed_by_kind(server, hub):
+    status, _, body = request(server, "GET", "/", login(server))
+    assert status == 200 and "Everything received was analysed" in body
+    ghost = step(trace="g1", step_id="g1", agent="ghost").model_dump_json()
+    hub.ingest_request([ghost], [], [('{"spanId": "x"}', "spans.0.attributes.gen_ai.agent.name: missing")])
+    status, _, body = request(server, "GET", "/", login(server))
+    assert '<tr data-kind="unmapped"><td>unmapped</td><td class="num">1</td>' in body
+    assert '<tr data-kind="unregistered_agent"><td>unregistered_agent</td><td class="num">1</td>' in body
+    assert "ghost (1)" in body
