@@ -30,6 +30,7 @@ from rrsi.config import HubConfig, default_store_path
 from rrsi.errors import ActorFailure, SchemaError, Unauthorized, UnknownAgent
 from rrsi.hub.hub import HUB_NAME, NAMESPACE, ReflectionHub, get_or_create_hub
 from rrsi.hub.ingest import RequestStored
+from rrsi.ownership import store_owner
 from rrsi.schema import AgentSpec, ParamSpec, validate
 
 __all__ = ["HubClient", "AgentHandle", "RemoteParams", "connect"]
@@ -258,19 +259,36 @@ def connect(
     """Join (or start) Ray and return a client of the hub, creating the hub if there is none.
 
     Args:
-        address: a Ray cluster address; ``None`` starts Ray on this machine (dashboard on 127.0.0.1).
+        address: a Ray cluster address; ``None`` joins the cluster of the live hub that owns ``store``
+            (``rrsi hub start``), else starts Ray on this machine (dashboard on 127.0.0.1).
         store: the hub's SQLite file (default :func:`~rrsi.config.default_store_path`: ``hub.sqlite``
             under ``$RRSI_HOME`` or ``~/.rrsi``); used only when creating the hub.
         config: :class:`~rrsi.config.HubConfig` for a hub created here.
         detached: create the hub as a detached actor that outlives this driver.
     """
+    path = Path(store) if store else default_store_path()
     if not ray.is_initialized():
+        owner = store_owner(path) if address is None else None
+        address = owner.get("ray_address") if owner else address  # a live hub owns the store: join its cluster
         if address:
+            _token_auth_if_available()
             ray.init(address=address, namespace=NAMESPACE)
         else:
             ray.init(namespace=NAMESPACE, dashboard_host="127.0.0.1")
-    path = Path(store) if store else default_store_path()
     return HubClient(get_or_create_hub(str(path), config, detached=detached))
+
+
+def _token_auth_if_available() -> None:
+    """Ray turns token authentication on by itself for a local cluster it starts, not for an address it
+    joins; with a token at hand (``RAY_AUTH_TOKEN``, ``RAY_AUTH_TOKEN_PATH``, ``~/.ray/auth_token``) and
+    ``RAY_AUTH_MODE`` unset, turn it on, so joining the hub's own cluster needs nothing set by hand."""
+    try:
+        from ray._private.authentication.authentication_token_setup import (
+            maybe_enable_token_auth_if_token_available,
+        )
+    except ImportError:  # a Ray without token authentication
+        return
+    maybe_enable_token_auth_if_token_available(warn_if_disabled=False)
 
 
 class RemoteParams:

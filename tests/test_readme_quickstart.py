@@ -87,6 +87,15 @@ def test_every_quickstart_and_troubleshooting_command_works_in_a_fresh_hub(tmp_p
                 assert status["agents"] >= 2 and status["records"] > 0 and status["console"], status
                 assert status["refused"]["unregistered_agent"] == 0 and status["refused"]["unmapped"] == 0
                 assert "MISSING_SECTION_ERROR_000" in status["observed_codes"]
+        joined = subprocess.run(  # a script's connect() joins the live hub's cluster instead of starting a second
+            [sys.executable, "-c", "from rrsi.hub import connect; print(len(connect().agents()))"],
+            env=env,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert joined.returncode == 0 and joined.stdout.split()[-1] == str(status["agents"]), joined.stderr[-2000:]
         for command in troubleshooting:
             done = _run(command, env, tmp_path)
             assert done.returncode == 0 and "Traceback" not in done.stderr, f"{command}\n{done.stderr}"
