@@ -18,11 +18,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
+import yaml
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Status, StatusCode, set_span_in_context
 
+from rrsi.cli.main import main
 from rrsi.hub.client import RemoteParams
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.receiver import OtlpReceiver
@@ -150,9 +152,11 @@ def _batch(app: App, tracer, params: RemoteParams, first: int) -> int:
 
 @pytest.mark.parametrize("app", [PLANNER_APP, SCOUT_APP], ids=["planner-int-up", "scout-float-down"])
 def test_the_hub_fixes_the_silent_upstream_agent_of_an_instrumented_app_and_no_other(tmp_path, app):
+    agents_file = tmp_path / "agents.yaml"
+    agents_file.write_text(yaml.safe_dump({"agents": app.agents}))
+    assert main(["agents", "register", str(agents_file), "--store", str(tmp_path / "hub.sqlite")]) == 0
     hub = ReflectionHub(str(tmp_path / "hub.sqlite"), {})
-    for spec in app.agents:
-        hub.register_agent(spec)
+    assert sorted(a["name"] for a in hub.agents()) == sorted(a["name"] for a in app.agents)
     upstream, bystanders = app.agents[0]["name"], [a["name"] for a in app.agents[1:]]
     memory, sent, roots, failed, until = InMemorySpanExporter(), 0, set(), [], MAX_TRACES
     with OtlpReceiver(hub, port=0, token=TOKEN) as receiver:
