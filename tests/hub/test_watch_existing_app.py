@@ -30,6 +30,8 @@ from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.receiver import OtlpReceiver
 from tests.hub.test_receiver import TOKEN, exporter
 
+pytestmark = pytest.mark.slow  # up to 3,000 traces through the real exporter and receiver: 20-60 s
+
 MAX_TRACES, BATCH, AFTER = 3000, 100, 5  # AFTER: batches run on once a fix is promoted
 
 
