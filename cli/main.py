@@ -14,6 +14,7 @@ from rrsi.cli import (
     console_cmd,
     demo_cmd,
     hub_cmd,
+    modes_cmd,
     reflector_cmd,
     report_cmd,
     scenario_cmd,
@@ -35,6 +36,7 @@ GROUPS = (
     report_cmd,
     reflector_cmd,
     tune_cmd,
+    modes_cmd,
 )
 
 

@@ -1,0 +1,120 @@
+"""Failure modes on the command line: ``rrsi eval modes`` and ``rrsi train-modes``.
+
+``rrsi eval modes --aegis FILE`` runs :func:`rrsi.graph.mode_eval.evaluate_modes` (leave one team
+shape out over AEGIS faulty agents) and prints the summary over held-out shapes (mean ± std) and the
+per-shape table, 14-way and family accuracy for the majority mode, the MiniLM-linear baseline and
+the MLP. ``rrsi train-modes --aegis FILE`` trains the MLP on every faulty agent and saves it (the
+file shipped as ``graph/models/mode_classifier.npz`` is made this way).
+
+The ``eval`` command is created by :mod:`rrsi.cli.attribution_cmd`; :func:`register` adds ``modes``
+to its kinds and creates ``eval`` only where no group did.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+from rich.table import Table
+from tqdm import tqdm
+
+from rrsi.cli import lazy
+from rrsi.cli.options import console, positive_int, write_json
+
+__all__ = ["register", "run_eval_modes", "run_train_modes", "print_modes"]
+
+mode_corpus = lazy.LazyModule("rrsi.graph.mode_corpus")
+mode_eval = lazy.LazyModule("rrsi.graph.mode_eval")
+mode_classifier = lazy.LazyModule("rrsi.graph.mode_classifier")
+mode_prediction = lazy.LazyModule("rrsi.graph.mode_prediction")
+
+
+def _examples(args: argparse.Namespace) -> list:
+    import torch  # heavy: only the commands that train load it
+
+    torch.set_num_threads(args.threads)
+    with tqdm(desc="embedding messages", unit="msg") as bar:
+        examples, skipped = mode_corpus.load_mode_corpus(args.aegis, args.cache, bar.update)
+    for e in skipped[:20]:
+        console.print(f"[yellow]skipped[/yellow] {e}")
+    console.print(f"{len(examples)} faulty agents with a MAST mode")
+    return examples
+
+
+def _pct(pair: tuple[float, float]) -> str:
+    return f"{100 * pair[0]:.1f} ± {100 * pair[1]:.1f}"
+
+
+def print_modes(result: dict) -> None:
+    """The summary over held-out team shapes and the per-shape table."""
+    summary = Table(title=f"AEGIS failure modes, leave one team shape out ({result['examples']} faulty agents)")
+    for column in ("method", "14-way mode", "3-way family"):
+        summary.add_column(column, justify="left" if column == "method" else "right")
+    for name, metrics in result["summary"].items():
+        summary.add_row(name, _pct(metrics["mode"]), _pct(metrics["family"]))
+    console.print(summary)
+    groups = Table(title="per held-out team shape: mode / family accuracy (%)")
+    groups.add_column("team shape")
+    groups.add_column("agents", justify="right")
+    for name in mode_eval.MODE_METHODS:
+        groups.add_column(name, justify="right")
+    for group, t in result["groups"].items():
+        cells = (f"{100 * t[m]['mode']:.1f} / {100 * t[m]['family']:.1f}" for m in mode_eval.MODE_METHODS)
+        groups.add_row(group[:60], str(t["examples"]), *cells)
+    console.print(groups)
+
+
+def run_eval_modes(args: argparse.Namespace) -> int:
+    """``rrsi eval modes --aegis FILE [--json OUT]``."""
+    examples = _examples(args)
+    result = mode_eval.evaluate_modes(
+        examples, args.min_group, args.seed, lambda g: console.print(f"[dim]held out {g[:60]}: done[/dim]")
+    )
+    print_modes(result)
+    if args.json:
+        write_json(args.json, result)
+    return 0
+
+
+def run_train_modes(args: argparse.Namespace) -> int:
+    """``rrsi train-modes --aegis FILE [--out FILE]``: train the MLP on every faulty agent and save it."""
+    examples = _examples(args)
+    config = mode_eval.method_configs(args.seed)["mlp"]
+    x = np.stack([e.x for e in examples])
+    model = mode_classifier.fit_mode_classifier(x, [e.modes for e in examples], config)
+    logs = len({e.log for e in examples})
+    trained_on = f"AEGIS ({len(examples)} faulty agents of {logs} logs); {config.model_dump()}"
+    out = model.save(args.out or mode_prediction.default_mode_classifier_path(), trained_on)
+    console.print(f"failure-mode classifier: {trained_on}; saved to {out}")
+    return 0
+
+
+def _common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--aegis", required=True, help="AEGIS logs: a .jsonl[.gz] file or a folder of them")
+    parser.add_argument("--cache", help="file of cached message vectors (default: under RRSI_HOME/cache/log-gnn)")
+    parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def _eval_kinds(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The kinds of ``rrsi eval``: those of the existing ``eval`` command, else of a new one."""
+    parser = subparsers.choices.get("eval")
+    if parser is None:
+        parser = subparsers.add_parser("eval", help="evaluate attribution and failure modes")
+        return parser.add_subparsers(dest="eval_kind", required=True)
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``train-modes`` and ``eval modes``."""
+    train = subparsers.add_parser("train-modes", help="train the failure-mode classifier on AEGIS faulty agents")
+    _common(train)
+    train.add_argument("--out", help="file to write (default: RRSI_HOME/models/mode_classifier.npz)")
+    train.set_defaults(func=run_train_modes)
+    ev = _eval_kinds(subparsers).add_parser(
+        "modes", help="failure modes of AEGIS faulty agents: leave one team shape out, majority and MiniLM baselines"
+    )
+    _common(ev)
+    ev.add_argument("--min-group", type=positive_int, default=100, help="smaller team shapes are held out together")
+    ev.add_argument("--json", help="write the results here")
+    ev.set_defaults(func=run_eval_modes)

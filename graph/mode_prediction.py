@@ -1,0 +1,93 @@
+"""The failure mode of each blamed agent of a text log, by the classifier shipped in the package.
+
+:func:`default_mode_classifier` loads ``graph/models/mode_classifier.npz`` (its card beside it;
+``rrsi train-modes --aegis FILE`` reproduces it) and reads nothing outside the package.
+:func:`predict_modes` embeds the log's messages once (static MiniLM, the classifier's embedder) and
+returns, per agent, the most probable MAST mode, its family, the probability and the runner-up modes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from rrsi.config import default_home
+from rrsi.graph.embedding import TextEmbedder
+from rrsi.graph.failure_modes import MODE_CODES, family_of
+from rrsi.graph.log_features import step_texts
+from rrsi.graph.mode_classifier import ModeClassifier
+from rrsi.graph.mode_features import mode_features
+from rrsi.graph.static_embedding import StaticEmbedder
+from rrsi.schema import Trace
+
+__all__ = [
+    "SHIPPED_MODE_MODEL",
+    "ModePrediction",
+    "default_mode_classifier",
+    "default_mode_classifier_path",
+    "mode_embedder",
+    "predict_modes",
+]
+
+SHIPPED_MODE_MODEL = Path(__file__).resolve().parent / "models" / "mode_classifier.npz"
+
+
+@dataclass(frozen=True)
+class ModePrediction:
+    """One agent's predicted failure mode: its code, family, probability and the modes ranked next."""
+
+    agent: str
+    code: str
+    family: str
+    probability: float
+    runners_up: tuple[tuple[str, float], ...]
+
+
+def default_mode_classifier_path() -> Path:
+    """Where ``rrsi train-modes`` writes without ``--out``: ``RRSI_HOME/models/mode_classifier.npz``."""
+    return default_home() / "models" / "mode_classifier.npz"
+
+
+def default_mode_classifier() -> ModeClassifier:
+    """The classifier shipped inside the package (:data:`SHIPPED_MODE_MODEL`).
+
+    Raises:
+        UserError: the file is missing or unreadable (an install without package data).
+    """
+    return ModeClassifier.load(SHIPPED_MODE_MODEL)[0]
+
+
+def mode_embedder() -> TextEmbedder:
+    """The embedder the classifier's features are read with (static MiniLM, 256 word pieces)."""
+    return StaticEmbedder(max_tokens=256)
+
+
+def predict_modes(
+    model: ModeClassifier,
+    trace: Trace,
+    agents: Sequence[str],
+    task: str = "",
+    embedder: TextEmbedder | None = None,
+    vectors: np.ndarray | None = None,
+) -> list[ModePrediction]:
+    """The mode of each of ``agents`` in ``trace`` (``task``: the question the log answers).
+
+    ``vectors`` (``[S + 1, 384]``, as :func:`~rrsi.graph.log_features.step_texts` lists the texts) are
+    used instead of embedding when given.
+
+    Raises:
+        SchemaError: an agent with no blameable step in the trace.
+    """
+    if vectors is None:
+        vectors = (embedder or mode_embedder()).embed(step_texts(trace, task))
+    x = np.stack([mode_features(trace, agent, vectors) for agent in agents])
+    out = []
+    for agent, p in zip(agents, model.probabilities(x)):
+        order = np.argsort(-p)
+        code = MODE_CODES[order[0]]
+        runners = tuple((MODE_CODES[k], float(p[k])) for k in order[1:3])
+        out.append(ModePrediction(agent, code, family_of(code), float(p[order[0]]), runners))
+    return out
