@@ -21,6 +21,7 @@ from rich.table import Table
 from tqdm import tqdm
 
 from rrsi.cli import lazy, log_gnn_cmd
+from rrsi.cli.attribution_rows import LOG_FORMATS, print_row, result_row, step_evidence
 from rrsi.cli.options import add_scenario, console, resolve_scenario, write_json
 from rrsi.errors import UserError
 from rrsi.traces.aegis import AEGIS_PATTERNS, load_aegis
@@ -32,7 +33,6 @@ from rrsi.traces.whowhen import load_whowhen, load_whowhen_dir
 __all__ = ["register", "run_train_attribution", "run_attribute", "run_eval_whowhen", "run_eval_synthetic"]
 
 FORMATS = ("whowhen", "aegis", "otel", "rrsi")
-LOG_FORMATS = ("whowhen", "aegis")
 log_training = lazy.LazyModule("rrsi.graph.log_training")
 log_model = lazy.LazyModule("rrsi.graph.log_model")
 log_features = lazy.LazyModule("rrsi.graph.log_features")
@@ -185,50 +185,14 @@ def _log_model(args: argparse.Namespace):
 
 
 def _log_gnn_rows(items: list, args: argparse.Namespace) -> list[dict]:
-    rows = []
-    for label, trace, names, result in log_gnn_cmd.log_gnn_results(items, args.model):
-        row = _row(label, trace, names, result.as_attribution(), args.format)
+    rows, results = [], log_gnn_cmd.log_gnn_results(items, args.model)
+    found = log_gnn_cmd.findings(results, {label: task for label, _, _, task in items})
+    for label, trace, names, result in results:
+        row = result_row(label, trace, names, result.as_attribution(), args.format)
         top = sorted(result.steps.items(), key=lambda kv: -kv[1])[:3]
-        row["evidence"] = _evidence(trace, names, [(sid, p, []) for sid, p in top], args.format)
-        rows.append(row)
+        row["evidence"] = step_evidence(trace, names, [(sid, p, []) for sid, p in top], args.format)
+        rows.append({**row, "finding": found[label]})
     return rows
-
-
-def _step_label(step_id: str, fmt: str) -> str:
-    return step_id.rsplit("-", 1)[1] if fmt in LOG_FORMATS else step_id
-
-
-def _row(label: str, trace, names: dict[str, str], a, fmt: str) -> dict:
-    step = a.decisive_step
-    return {
-        "incident": label,
-        "trace_id": trace.trace_id,
-        "agent": names.get(a.root_agent, a.root_agent),
-        "agent_score": a.agent_blame[a.root_agent],
-        "step": _step_label(step, fmt),
-        "step_score": a.step_blame[step],
-        "agent_blame": {names.get(k, k): v for k, v in a.agent_blame.items()},
-        "step_blame": a.step_blame,
-    }
-
-
-def _print_row(row: dict) -> None:
-    console.print(
-        f"{row['incident']}: agent [bold]{row['agent']}[/bold] ({row['agent_score']:.2f}), "
-        f"step {row['step']} ({row['step_score']:.2f})"
-    )
-    for ev in row.get("evidence", []):
-        drivers = ", ".join(f"{name} +{value:.2f}" for name, value in ev["drivers"]) or "no feature above average"
-        console.print(f"    {ev['step']} ({ev['agent']}) p={ev['probability']:.2f}: {drivers}")
-
-
-def _evidence(trace, names: dict[str, str], entries: list[tuple[str, float, list]], fmt: str) -> list[dict]:
-    """``(step id, probability, drivers)`` of the top steps as the rows print them."""
-    by_id = {s.step_id: s.agent for s in trace.steps}
-    return [
-        {"step": _step_label(sid, fmt), "agent": names.get(by_id[sid], by_id[sid]), "probability": p, "drivers": d}
-        for sid, p, d in entries
-    ]
 
 
 def _log_model_rows(items: list, model, fmt: str) -> list[dict]:
@@ -241,8 +205,8 @@ def _log_model_rows(items: list, model, fmt: str) -> list[dict]:
             console.print(f"[yellow]not attributed[/yellow] {label}: {exc}")
             continue
         attribution, evidence = model.attribute(trace, feats)
-        row = _row(label, trace, names, attribution, fmt)
-        row["evidence"] = _evidence(trace, names, [(e.step_id, e.probability, e.drivers) for e in evidence], fmt)
+        row = result_row(label, trace, names, attribution, fmt)
+        row["evidence"] = step_evidence(trace, names, [(e.step_id, e.probability, e.drivers) for e in evidence], fmt)
         rows.append(row)
     return rows
 
@@ -250,7 +214,9 @@ def _log_model_rows(items: list, model, fmt: str) -> list[dict]:
 def _gnn_rows(items: list, model, fmt: str) -> list[dict]:
     traces = [t for _, t, _, _ in items]
     history = lazy.features.own_failure_rates(traces) if any(t.failing_steps() for t in traces) else None
-    return [_row(label, t, names, a, fmt) for (label, t, names, _), a in zip(items, model.attribute(traces, history))]
+    return [
+        result_row(label, t, names, a, fmt) for (label, t, names, _), a in zip(items, model.attribute(traces, history))
+    ]
 
 
 def run_attribute(args: argparse.Namespace) -> int:
@@ -263,7 +229,7 @@ def run_attribute(args: argparse.Namespace) -> int:
     else:
         rows = _gnn_rows(items, _gnn_model(args), args.format)
     for row in rows:
-        _print_row(row)
+        print_row(row)
     console.print(f"attributed {len(rows)} of {len(items)} traces")
     if args.json:
         write_json(args.json, rows)

@@ -1,10 +1,11 @@
 """The log GNN on the command line: training it (``rrsi train-attribution --aegis``), attributing
 logs with it (``rrsi attribute --format whowhen|aegis``) and ``rrsi eval attribution``.
 
-``rrsi eval attribution`` runs :func:`rrsi.graph.log_gnn_eval.evaluate_aegis_transfer` (AEGIS, leave
-one team shape out) and :func:`rrsi.graph.log_gnn_eval.evaluate_whowhen_folds` (Who&When
-Algorithm-Generated, nested k-fold) and prints the summary over held-out groups (mean ± std), the
-per-group table with per-log chance beside every top-1, and the Who&When table.
+Each attributed log also gets the blamed agent's failure mode (:func:`findings`). ``rrsi eval
+attribution`` runs :func:`rrsi.graph.log_gnn_eval.evaluate_aegis_transfer` (AEGIS, leave one team
+shape out) and :func:`rrsi.graph.log_gnn_eval.evaluate_whowhen_folds` (Who&When Algorithm-Generated,
+nested k-fold) and prints the summary over held-out groups (mean ± std), the per-group table with
+per-log chance beside every top-1, and the Who&When table.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ __all__ = [
     "add_corpus_options",
     "train_log_gnn",
     "log_gnn_results",
+    "findings",
     "run_eval_attribution",
     "register_eval",
     "print_transfer",
@@ -33,6 +35,8 @@ log_gnn_training = lazy.LazyModule("rrsi.graph.log_gnn_training")
 log_attribution = lazy.LazyModule("rrsi.graph.log_attribution")
 log_corpus = lazy.LazyModule("rrsi.graph.log_corpus")
 log_gnn_eval = lazy.LazyModule("rrsi.graph.log_gnn_eval")
+mode_prediction = lazy.LazyModule("rrsi.graph.mode_prediction")
+text_finding = lazy.LazyModule("rrsi.graph.text_finding")
 
 
 def _corpus(args: argparse.Namespace, limit: int | None = None):
@@ -81,6 +85,22 @@ def log_gnn_results(items: list, model_path: str | None) -> list[tuple]:
             console.print(f"[yellow]not attributed[/yellow] {label}: {exc}")
             continue
         out.append((label, trace, names, result))
+    return out
+
+
+def findings(results: list[tuple], tasks: dict[str, str]) -> dict[str, dict]:
+    """Label → the blamed agent's failure mode and what to do (a :class:`~rrsi.graph.text_finding.TextFinding`
+    as a dict), for each ``(label, trace, names, LogAttribution)`` of :func:`log_gnn_results`, by the shipped
+    mode classifier; the finding starts at the decisive step when it is the blamed agent's."""
+    model, embedder, out = mode_prediction.default_mode_classifier(), mode_prediction.mode_embedder(), {}
+    for label, trace, names, result in results:
+        blamed = result.as_attribution()
+        ids = [s.step_id for s in trace.steps]
+        at = ids.index(blamed.decisive_step) if blamed.decisive_step in ids else None
+        step = at if at is not None and trace.steps[at].agent == blamed.root_agent else None
+        (prediction,) = mode_prediction.predict_modes(model, trace, [blamed.root_agent], tasks.get(label, ""), embedder)
+        name = names.get(blamed.root_agent, blamed.root_agent)
+        out[label] = text_finding.text_finding(trace, prediction, step, name).model_dump()
     return out
 
 

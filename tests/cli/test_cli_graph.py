@@ -91,6 +91,10 @@ def test_attribute_without_model_uses_the_shipped_log_gnn_with_no_shared_data(ma
         for row in rows:
             assert 0.0 <= row["agent_score"] <= 1.0 and row["agent"] not in ("human", "User")
             assert abs(sum(row["step_blame"].values()) - 1.0) < 1e-4 and row["step"] != "0"
+            finding = row["finding"]  # the blamed agent's failure mode, from the shipped mode classifier
+            assert finding["agent"] == row["agent"] and finding["mode"].startswith(finding["family"] + ".")
+            assert finding["root_cause"] and finding["correction"] and 0.0 <= finding["confidence"] <= 1.0
+        assert "mode FM-" in done.stdout
     assert not (tmp_path / "nowhere").exists()
 
 
