@@ -217,14 +217,17 @@ class Ingestor:
     def _sort(self, heads: list[RecordHead]) -> tuple[list[int], list[tuple[int, str]], list[tuple[int, str]]]:
         """The indices of the records to store, to hold (with why) and to refuse (with why)."""
         verdicts: dict[tuple[str, str | None], tuple[str, str | None]] = {}
-        kept, held, refused = [], [], []
+        kept, out = [], {"hold": [], "refuse": []}
         for i, head in enumerate(heads):
             key = (head.agent, head.error_code)
             if key not in verdicts:
                 verdicts[key] = self._admission(head)
             action, why = verdicts[key]
-            (kept.append(i) if action == "keep" else (held if action == "hold" else refused).append((i, why)))
-        return kept, held, refused
+            if action == "keep":
+                kept.append(i)
+            else:
+                out[action].append((i, why))
+        return kept, out["hold"], out["refuse"]
 
     def _admission(self, head: RecordHead) -> tuple[str, str | None]:
         """``keep``, ``hold`` (the agent is not registered) or ``refuse`` a record of this agent and code, and why."""
