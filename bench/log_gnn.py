@@ -1,8 +1,11 @@
 """Log GNN throughput on 2 CPU cores: per-log latency on logs of 30 messages, batched, embedding
-included (target ≤ 20 ms a log), and 1,000 AEGIS logs end to end (target under 5 minutes),
-each beside a baseline measured in the same run (the author of the first message with code).
+included (target ≤ 20 ms a log), 1,000 AEGIS logs end to end (target under 5 minutes), each
+beside a baseline measured in the same run (the author of the first message with code), and what
+the hub's live attribution of a text incident (traces failed with no failing step, 10 steps each)
+costs with the log GNN beside the same incidents sent to the scenario GNN (target: ≤ 50 ms more at p50).
 
     python bench/log_gnn.py [--logs 200] [--messages 30] [--aegis FILE] [--threads 2] [--model FILE]
+        [--incidents 40] [--traces 5]
 
 The 30-message logs are made up here (four speakers, ~900-character messages, some with code);
 ``--aegis`` times the first 1,000 logs of that file, read from disk, embedded with no cache.
@@ -15,12 +18,15 @@ import random
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
+from rrsi.config import HubConfig
 from rrsi.graph.log_attribution import attribute_logs
 from rrsi.graph.log_gnn import LogGNN
 from rrsi.graph.log_gnn_eval import agent_baselines
 from rrsi.graph.log_gnn_training import SHIPPED_MODEL, from_aegis, gnn_embedder
+from rrsi.hub.incident_pipeline import Attributor
 from rrsi.traces.aegis import parse_aegis, read_aegis
 
 WORDS = "the answer value code check verify step result table error plan assume total list count file".split()
@@ -74,6 +80,24 @@ def bench_thousand(model: LogGNN, path: Path) -> None:
     )
 
 
+def _incident_ms(attribute: Attributor, incidents: list) -> np.ndarray:
+    attribute(incidents[0])  # warm: the model loaded
+    return np.array([1e3 * _time(lambda group=group: attribute(group)) for group in incidents])
+
+
+def bench_hub_incident(model_path: Path, n: int, traces: int) -> None:
+    logs = [parse_aegis(made_up_log(k, 10), f"hub:{k}").trace for k in range(n * traces)]
+    incidents = [logs[k * traces : (k + 1) * traces] for k in range(n)]
+    text = _incident_ms(Attributor(HubConfig(attribution={"text_model": str(model_path)})), incidents)
+    graph = _incident_ms(Attributor(HubConfig(attribution={"text": "off"})), incidents)
+    print(
+        f"hub attribution of {n} text incidents of {traces} traces × 10 steps: log GNN p50 {np.median(text):.1f} ms "
+        f"(p90 {np.percentile(text, 90):.1f}); baseline, the same incidents to the scenario GNN, p50 "
+        f"{np.median(graph):.1f} ms (p90 {np.percentile(graph, 90):.1f}); added at p50 "
+        f"{np.median(text) - np.median(graph):.1f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--logs", type=int, default=200)
@@ -81,11 +105,14 @@ def main() -> None:
     parser.add_argument("--aegis", type=Path)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--model", type=Path, default=SHIPPED_MODEL)
+    parser.add_argument("--incidents", type=int, default=40)
+    parser.add_argument("--traces", type=int, default=5)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = LogGNN.load(args.model)[0]
     print(f"torch {torch.__version__}, {args.threads} thread(s), model {args.model}")
     bench_latency(model, args.logs, args.messages)
+    bench_hub_incident(args.model, args.incidents, args.traces)
     if args.aegis is not None:
         bench_thousand(model, args.aegis)
 

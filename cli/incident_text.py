@@ -74,6 +74,8 @@ def why_nothing(view: dict) -> str | None:
         return None
     if view["incident"].get("review"):
         return f"held for human review: {view['incident']['review']}"
+    if view["incident"].get("findings") and view["reflection"] is None:
+        return "the failure was told in words only: the findings above are for review, no param is read from them"
     if view["reflection"] is None:
         return "no agent of the incident had failures the Reflector could read; the hub waits for more evidence"
     if not any(r["actions"] for r in view["reflection"]["reflections"]):
@@ -88,6 +90,20 @@ def why_nothing(view: dict) -> str | None:
     return "validation rolled every plan back: the candidate did not beat the params in place"
 
 
+def _findings(findings: list[dict]) -> list[str]:
+    """A text incident's findings for review, one block per blamed agent."""
+    lines = []
+    for f in findings:
+        lines += [
+            f"finding {f['agent']}: {f['mode']} {f['mode_name']} (confidence {f['confidence']:.2f}), "
+            f"from step {f['trace_id']}/{f['step_id']}",
+            f"  root cause: {f['root_cause']}",
+            f"  correction: {f['correction']}",
+            f"  in its words: {f['evidence']}",
+        ]
+    return lines
+
+
 def incident_text(view: dict) -> str:
     """The readable summary of one incident view."""
     inc = view["incident"]
@@ -96,6 +112,7 @@ def incident_text(view: dict) -> str:
         f"traces: {len(inc['trace_ids'])}; failing agents: {', '.join(inc['failing_agents'])}",
         *_blame(inc.get("attribution")),
         *([f"review: {inc['review']}"] if inc.get("review") else []),
+        *_findings(inc.get("findings") or []),
         *_reflection(view["reflection"]),
     ]
     for plan in view["plans"]:

@@ -122,6 +122,13 @@ def print_transfer(result: dict) -> None:
     console.print(summary)
     ece = result["summary"]["log_gnn_ece"]["ece"]
     console.print(f"log GNN ECE over held-out groups: {ece[0]:.3f} ± {ece[1]:.3f}")
+    if "pooled" in result:
+        p = result["pooled"]
+        console.print(
+            f"pooled over {p['logs']} held-out logs: GNN top-1 {_pct(p['log_gnn']['top1'])} (chance "
+            f"{_pct(p['chance']['top1'])}), one faulty {_pct(p['log_gnn']['top1_one'])} (chance "
+            f"{_pct(p['chance']['top1_one'])}), AUROC {p['log_gnn']['auroc']:.3f}, ECE {p['log_gnn']['ece']:.3f}"
+        )
     groups = Table(title="per held-out group: top-1 all / one faulty (chance beside), AUROC, ECE")
     for column in ("group", "logs", "one", "GNN top-1", "chance", "GNN one", "chance one", "AUROC", "ECE"):
         groups.add_column(column, justify="left" if column == "group" else "right")

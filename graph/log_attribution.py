@@ -73,8 +73,8 @@ def attribute_logs(
     texts = [step_texts(trace, task) for trace, task in logs]
     flat = embedder.embed([t for group in texts for t in group]) if texts else np.zeros((0, 384))
     graphs, start = [], 0
-    for k, ((trace, _), group) in enumerate(zip(logs, texts)):
-        graphs.append(log_graph(trace, flat[start : start + len(group)], names[k] if names else None))
+    for k, ((trace, task), group) in enumerate(zip(logs, texts)):
+        graphs.append(log_graph(trace, flat[start : start + len(group)], names[k] if names else None, task=task))
         start += len(group)
     out = []
     for (trace, _), (p_step, p_agent) in zip(logs, predict(model, graphs)):

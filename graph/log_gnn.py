@@ -30,7 +30,9 @@ cores afford; this model keeps the signal each one reads):
   flips the outcome → position and first-code features, and the step head is a softmax over
   steps so that earlier and later candidates compete within a log.
 - A2P (abduct–act–predict): a step is blamed when the failure *follows from* it → similarity of
-  each step to the task and to the final answer, and the agent logit reads the step mass.
+  each step to the task and to the final answer, how faithfully it keeps to the task's words and
+  numbers (:mod:`rrsi.graph.log_lexical`: an agent that misreads the task shows it there first),
+  and the agent logit reads the step mass.
 - ECHO (hierarchical context, consensus voting): a step is judged in its context and by agreement
   among views → message passing over neighbours and the agreement features (with other
   speakers, with itself, with the log's centroid).
@@ -60,7 +62,7 @@ from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogGNNConfig", "LogGNN", "RelationalConv", "LOG_GNN_VERSION", "is_log_gnn_file"]
 
-LOG_GNN_VERSION = 1
+LOG_GNN_VERSION = 2
 
 
 class LogGNNConfig(_Model):
@@ -68,7 +70,7 @@ class LogGNNConfig(_Model):
 
     Args:
         hidden: width of node states (default 64).
-        text_dim: width the 384-dim MiniLM vector is projected to (default 32).
+        text_dim: width the 384-dim MiniLM vector is projected to (default 4).
         layers: message-passing rounds (default 2).
         dropout: dropout on node states and inputs while training (default 0.2).
         embedding: ``static`` (MiniLM word-piece vectors averaged; microseconds a message) or
@@ -77,7 +79,7 @@ class LogGNNConfig(_Model):
     """
 
     hidden: int = Field(default=64, ge=4, le=512)
-    text_dim: int = Field(default=32, ge=1, le=EMBED_DIM)
+    text_dim: int = Field(default=4, ge=1, le=EMBED_DIM)
     layers: int = Field(default=2, ge=0, le=6)
     dropout: float = Field(default=0.2, ge=0.0, lt=1.0)
     embedding: Literal["static", "contextual"] = "static"

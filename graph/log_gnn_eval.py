@@ -1,13 +1,14 @@
 """Evaluation of the log GNN on team shapes it never saw, beside baselines.
 
 **AEGIS, leave one team shape out.** Logs are grouped by their set of agent names; each group
-of at least ``min_group`` logs is held out in turn (smaller groups together as ``other``, and
-scored per group), the GNN is trained on every other AEGIS log and on Who&When
+of at least ``min_group`` logs is held out in turn (smaller groups together as ``other``, scored
+as one group), the GNN is trained on every other AEGIS log and on Who&When
 Algorithm-Generated, and scored on the held-out logs. Per group and method: top-1 (the agent
 blamed most is faulty) over all logs and over logs with exactly one faulty agent among two or
 more, with per-log chance (|faulty| / |agents|) beside; AUROC of agent scores; for the GNN the
 ECE of its probabilities and a reliability table. Figures over groups are means with their
-standard deviation.
+standard deviation (top-1 on one-faulty logs over the groups with at least :data:`MIN_ONE_FAULTY` such
+logs); the same figures pooled over every held-out log are beside them.
 
 **Who&When Algorithm-Generated, nested k-fold.** The GNN trains on all of AEGIS and the other
 folds (its epoch and calibration chosen on a share of those), and is scored by exact agent and
@@ -38,6 +39,7 @@ from rrsi.traces.whowhen import WhoWhenLog
 
 __all__ = ["AEGIS_METHODS", "fold_keys", "agent_baselines", "evaluate_aegis_transfer", "evaluate_whowhen_folds"]
 
+MIN_ONE_FAULTY = 20
 AEGIS_METHODS = ("log_gnn", "chance", "first_step", "most_frequent_speaker", "first_tool_call", "log_model")
 
 
@@ -94,14 +96,14 @@ def _group_table(rows: list[dict]) -> dict:
     return table
 
 
-def _score_fold(test: list[LabelledLog], graphs: list[LogData], model, log_model, vectors) -> list[dict]:
+def _score_fold(fold: str, test: list[LabelledLog], graphs: list[LogData], model, log_model, vectors) -> list[dict]:
     rows = []
     for log, graph, (_, p_agent) in zip(test, graphs, predict(model, graphs)):
         y = graph.agent_y.numpy()
         scores = {"log_gnn": p_agent, **agent_baselines(log)}
         if log_model is not None:
             scores["log_model"] = _log_model_scores(log_model, log, vectors)
-        rows.append({"group": log.group, "y": y, "scores": scores, "hits": _row(y, scores)})
+        rows.append({"group": fold, "y": y, "scores": scores, "hits": _row(y, scores)})
     return rows
 
 
@@ -120,7 +122,8 @@ def evaluate_aegis_transfer(
     (Who&When) are always in training. ``whowhen`` trains the real-log baseline.
 
     Returns:
-        ``{"groups": {group: table}, "summary": {method: {metric: (mean, std over groups)}}, "folds": [...]}``.
+        ``{"groups": {group: table}, "summary": {method: {metric: (mean, std over groups)}}, "pooled": table
+        over every held-out log, "folds": [...]}``.
     """
     keys = fold_keys(logs, min_group)
     aegis_keys = [k for k, log in zip(keys, logs) if log.source == "aegis"]
@@ -131,15 +134,21 @@ def evaluate_aegis_transfer(
         train = [g for g, k, log in zip(graphs, keys, logs) if k != fold or log.source != "aegis"]
         test = [i for i, (k, log) in enumerate(zip(keys, logs)) if k == fold and log.source == "aegis"]
         model = fit_log_gnn(train, config, settings)
-        rows += _score_fold([logs[i] for i in test], [graphs[i] for i in test], model, log_model, vectors)
+        rows += _score_fold(fold, [logs[i] for i in test], [graphs[i] for i in test], model, log_model, vectors)
         if on_fold is not None:
             on_fold(fold)
     groups = {g: _group_table([r for r in rows if r["group"] == g]) for g in dict.fromkeys(r["group"] for r in rows)}
-    return {"groups": groups, "summary": _summary(groups), "folds": folds}
+    return {"groups": groups, "summary": _summary(groups), "pooled": _group_table(rows), "folds": folds}
+
+
+def _counts(table: dict, metric: str) -> bool:
+    """Whether a group's ``metric`` enters the mean over groups: top-1 on one-faulty logs only where the group
+    has at least :data:`MIN_ONE_FAULTY` of them (on one log it is 0 or 100)."""
+    return metric != "top1_one" or table["one_faulty_logs"] >= MIN_ONE_FAULTY
 
 
 def _summary(groups: dict) -> dict:
-    """Mean and std over groups of each method's metrics (top-1 on one-faulty logs: groups that have them)."""
+    """Mean and std over groups of each method's metrics (top-1 on one-faulty logs: the groups :func:`_counts`)."""
     out = {}
     methods = [m for m in AEGIS_METHODS if all(m in t for t in groups.values())]
     for name in [*methods, "log_gnn_ece"]:
@@ -147,7 +156,11 @@ def _summary(groups: dict) -> dict:
         source = "log_gnn" if name == "log_gnn_ece" else name
         out[name] = {}
         for metric in metric_names:
-            values = [t[source][metric] for t in groups.values() if not np.isnan(t[source][metric])]
+            values = [
+                t[source][metric]
+                for t in groups.values()
+                if _counts(t, metric) and t[source][metric] == t[source][metric]
+            ]
             out[name][metric] = (float(np.mean(values)), float(np.std(values))) if values else (float("nan"),) * 2
     return out
 

@@ -111,7 +111,9 @@ def featurize(
     flat = vectors.embed([t for group in texts for t in group], on_batch)
     graphs, start = [], 0
     for log, group in zip(logs, texts):
-        graph = log_graph(log.trace, flat[start : start + len(group)], log.names, log.faulty, log.decisive)
+        graph = log_graph(
+            log.trace, flat[start : start + len(group)], log.names, log.faulty, log.decisive, log.question
+        )
         graph.weight = torch.tensor([1.0])
         graphs.append(graph)
         start += len(group)

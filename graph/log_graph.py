@@ -8,7 +8,9 @@ blameable speakers are agents. A node's features are its MiniLM vector (384) fol
 similarity to the task and the final message) and how the message relates to the others —
 how closely it agrees with other speakers' messages (mean and max cosine), with its own
 speaker's other messages, with the log's centroid, with the messages around it; whether it is its
-speaker's last turn, where it sits among its speaker's turns, whether it is context.
+speaker's last turn, where it sits among its speaker's turns, whether it is context; and how
+faithfully it keeps to the task's and its peers' words and numbers
+(:data:`~rrsi.graph.log_lexical.LEXICAL_FEATURES`).
 
 **Edges** (:data:`RELATIONS`, each in both directions): ``reply`` from a step's parent to it
 (in a chat, the previous message), ``same_speaker`` from one turn of a speaker to its next, and
@@ -33,6 +35,7 @@ from torch_geometric.data import Data
 
 from rrsi.graph.embedding import EMBED_DIM
 from rrsi.graph.log_features import LOG_FEATURES, log_features
+from rrsi.graph.log_lexical import LEXICAL_FEATURES, lexical_rows
 from rrsi.schema import Trace
 from rrsi.traces.agent_names import is_context_step
 
@@ -59,7 +62,7 @@ _BOXED = re.compile(r"\\boxed\{([^{}]*)\}")
 _BOLD = re.compile(r"\*\*\$?\s*([-\w.,/ ]{1,24}?)\s*\*\*")
 _CHOICE = re.compile(r"\(([A-E])\)|\b[Aa]nswer(?: is)?:?\s*\(?([A-E])\b")
 _NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
-NODE_FEATURES: tuple[str, ...] = (*LOG_FEATURES, *RELATION_FEATURES)
+NODE_FEATURES: tuple[str, ...] = (*LOG_FEATURES, *RELATION_FEATURES, *LEXICAL_FEATURES)
 IN_DIM = EMBED_DIM + len(NODE_FEATURES)
 
 
@@ -107,10 +110,9 @@ def final_answer(text: str) -> str:
     return ""
 
 
-def _answer_rows(trace: Trace, blame: list[int]) -> np.ndarray:
+def _answer_rows(trace: Trace, blame: list[int], answers: list[str]) -> np.ndarray:
     """``[m, 3]``: whether a message ends on an answer, the share of other speakers' answers it matches, and
     whether its answer differs from the log's most common one."""
-    answers = [final_answer(trace.steps[i].scratchpad) for i in blame]
     speakers = [trace.steps[i].agent for i in blame]
     given = [a for a in answers if a]
     modal = max(set(given), key=given.count) if given else ""
@@ -123,7 +125,7 @@ def _answer_rows(trace: Trace, blame: list[int]) -> np.ndarray:
     return rows
 
 
-def _relation_rows(trace: Trace, vectors: np.ndarray, blame: list[int]) -> np.ndarray:
+def _relation_rows(trace: Trace, vectors: np.ndarray, blame: list[int], answers: list[str]) -> np.ndarray:
     """``[S, len(RELATION_FEATURES)]``: how each message relates to the others (context rows: position only)."""
     s_count, m = len(trace.steps), len(blame)
     out = np.zeros((s_count, len(RELATION_FEATURES)))
@@ -148,7 +150,7 @@ def _relation_rows(trace: Trace, vectors: np.ndarray, blame: list[int]) -> np.nd
     rows[:, 8] = np.where(other.any(1), np.where(other, sims, -1.0).max(1), 0.0)
     rows[:, 9] = np.where(mine.any(1), (sims * mine).sum(1) / np.maximum(mine.sum(1), 1), 0.0)
     rows[:, 10] = v @ centroid
-    rows[:, 11:14] = _answer_rows(trace, blame)
+    rows[:, 11:14] = _answer_rows(trace, blame, answers)
     out[blame] = rows
     return out
 
@@ -198,9 +200,10 @@ def log_graph(
     names: dict[str, str] | None = None,
     faulty: frozenset[str] | None = None,
     decisive: int | None = None,
+    task: str = "",
 ) -> LogData:
     """The graph of one log from its step vectors (``[S + 1, 384]``, the task's last, as
-    :func:`~rrsi.graph.log_features.step_texts` lists the texts).
+    :func:`~rrsi.graph.log_features.step_texts` lists the texts) and its task's text.
 
     Raises:
         SchemaError: no step may be blamed.
@@ -209,7 +212,9 @@ def log_graph(
     blame = feats.steps
     table = np.zeros((len(trace.steps), len(LOG_FEATURES)))
     table[blame] = feats.x
-    x = np.hstack([vectors[:-1], table, _relation_rows(trace, vectors[:-1], blame)])
+    answers = [final_answer(trace.steps[i].scratchpad) for i in blame]
+    relations = _relation_rows(trace, vectors[:-1], blame, answers)
+    x = np.hstack([vectors[:-1], table, relations, lexical_rows(trace, task, blame, answers, names)])
     agents = log_agents(trace)
     position = {a: k for k, a in enumerate(agents)}
     agent_y = [float(a in faulty) for a in agents] if faulty is not None else [float("nan")] * len(agents)

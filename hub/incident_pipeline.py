@@ -60,16 +60,18 @@ __all__ = ["Attributor", "IncidentPipeline", "record", "silent_share"]
 class Attributor:
     """One attribution per trace by the configured model (the GNN is loaded, or trained, once).
 
-    ``most_upstream`` is the plain baseline; the GNN's attribution is checked against the
-    trace's confidences (:func:`~rrsi.graph.suspicion.with_upstream_suspects`), so a silent
-    root upstream of the failing steps takes the blame. What counts as low is learned per
-    agent from every trace the hub sees (:meth:`observe`,
+    ``most_upstream`` is the plain baseline. A trace that failed with no failing step is read by
+    its words (the log GNN, :mod:`rrsi.graph.log_serving`, unless ``attribution.text`` is off);
+    every other trace goes to the GNN, whose attribution is checked against the trace's confidences
+    (:func:`~rrsi.graph.suspicion.with_upstream_suspects`), so a silent root upstream of the failing
+    steps takes the blame. What counts as low is learned per agent from every trace the hub sees (:meth:`observe`,
     :class:`~rrsi.graph.confidence_reference.ConfidenceReference`).
     """
 
     def __init__(self, config: HubConfig) -> None:
         self.config = config
         self._model = None
+        self._text = None
         self.reference = ConfidenceReference(alpha=config.reflection.alpha, window=config.reflection.max_evidence)
         self._read_up_to = 0  # the store's last record row read for good traces' confidences
 
@@ -85,16 +87,45 @@ class Attributor:
     def __call__(self, group: list[Trace]) -> list[Attribution]:
         if self.config.attribution.method == "most_upstream":
             return [most_upstream(t) for t in group]
+        # torch and torch_geometric load here, on the GNN's first incident: a hub on the baseline, and
+        # every harness that unpickles the hub's handle (which imports this module), never loads them
+        from rrsi.graph.log_serving import is_text_failure
+
+        by_text = self.config.attribution.text == "log_gnn"
+        text = [i for i, t in enumerate(group) if by_text and is_text_failure(t)]
+        out: list[Attribution | None] = [None] * len(group)
+        if text:
+            out_text = self._text_model().attribute([group[i] for i in text])
+            for i, a in zip(text, out_text):
+                out[i] = a
+        rest = [t for i, t in enumerate(group) if out[i] is None]
+        if rest:
+            blamed = iter(self._graph_model().attribute(rest, own_failure_rates(rest)))
+            for i, t in enumerate(group):
+                if out[i] is None:
+                    out[i] = with_upstream_suspects(t, next(blamed), self.reference.threshold)
+        return out
+
+    def findings(self, group: list[Trace], per_trace: list[Attribution]) -> list:
+        """The failure mode of each agent the log GNN blamed in ``group`` (:meth:`LogServing.findings`)."""
+        text = [(t, a) for t, a in zip(group, per_trace) if a.model == "log_gnn"]
+        if not text:
+            return []
+        return self._text_model().findings([t for t, _ in text], [a for _, a in text])
+
+    def _graph_model(self):
         if self._model is None:
-            # torch and torch_geometric load here, on the GNN's first incident: a hub on the baseline, and
-            # every harness that unpickles the hub's handle (which imports this module), never loads them
             from rrsi.graph.attribution import load_serving_model
 
             self._model = load_serving_model(self.config.attribution.model)
-        return [
-            with_upstream_suspects(t, a, self.reference.threshold)
-            for t, a in zip(group, self._model.attribute(group, own_failure_rates(group)))
-        ]
+        return self._model
+
+    def _text_model(self):
+        if self._text is None:
+            from rrsi.graph.log_serving import LogServing
+
+            self._text = LogServing(self.config.attribution.text_model)
+        return self._text
 
 
 class IncidentPipeline:
@@ -179,7 +210,9 @@ class IncidentPipeline:
         per_trace = self.attribute(group)
         blamed = [s for t, a in zip(group, per_trace) for s in blamed_steps(t, a)]
         review = review_reason(per_trace, self.config.attribution)
-        incident = make_incident(group, blamed).model_copy(update={"attribution": combine(per_trace), "review": review})
+        findings = self.attribute.findings(group, per_trace)
+        update = {"attribution": combine(per_trace), "review": review, "findings": findings}
+        incident = make_incident(group, blamed).model_copy(update=update)
         report.trace_roots.update({t.trace_id: a.root_agent for t, a in zip(group, per_trace)})
         self.metrics.incident(time.perf_counter() - t0)
         for step in blamed if review is None else ():  # uncertain blame is no evidence to act on later

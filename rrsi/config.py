@@ -86,6 +86,11 @@ class AttributionConfig(_Model):
     ``RRSI_HOME/models/attribution.pt`` when there is one, else the one shipped with the package) or
     the most-upstream failing agent baseline.
 
+    A trace that failed with no failing step (its outcome reported failed, no error code anywhere) is
+    read by its words: with ``text="log_gnn"`` (the default, under ``method="gnn"``) the log GNN
+    (:mod:`rrsi.graph.log_serving`; checkpoint ``text_model``, default the one shipped with the package)
+    blames its agent and step; with ``"off"`` it goes to the same model as every other trace.
+
     When blame is uncertain, a human decides: an incident whose traces give their top agent less than
     ``review_below`` of the blame on average, or a lead over the next agent of less than ``review_margin``,
     moves no param and opens no probe; its reflection's actions wait in a blocked plan for review
@@ -93,6 +98,8 @@ class AttributionConfig(_Model):
 
     method: Literal["gnn", "most_upstream"] = "gnn"
     model: str | None = None
+    text: Literal["log_gnn", "off"] = "log_gnn"
+    text_model: str | None = None
     review_below: float = Field(default=0.5, ge=0.0, le=1.0)
     review_margin: float = Field(default=0.1, ge=0.0, le=1.0)
 

@@ -1,4 +1,5 @@
-"""What a reflection says and the text rules it obeys: actions, per-agent and joint reflections.
+"""What a reflection says and the text rules it obeys: actions, per-agent and joint reflections,
+and the finding a text incident gets for review.
 
 A ``root_cause`` names a domain term of the agent (or its error code); a ``correction`` is
 one imperative sentence without a conditional clause; actions touch declared params only.
@@ -22,6 +23,7 @@ __all__ = [
     "Reflection",
     "ReflectionContext",
     "JointReflection",
+    "Finding",
 ]
 
 ROOT_CAUSE_CHARS = 128
@@ -128,3 +130,21 @@ class JointReflection(_Model):
         if len(set(agents)) != len(agents):
             raise ValueError("reflections: at most one reflection per agent")
         return self
+
+
+class Finding(_Model):
+    """What went wrong with one blamed agent of a text incident, for review: its MAST failure mode
+    (code ``FM-i.j``, family ``FM-i``), the step it starts at, a root cause and a correction in
+    words, the agent's own words at that step, the mode's probability, and who found it."""
+
+    agent: str = Field(min_length=1, max_length=256)
+    mode: str = Field(pattern=r"^FM-[1-3]\.[1-6]$")
+    mode_name: str = Field(min_length=1, max_length=128)
+    family: str = Field(pattern=r"^FM-[1-3]$")
+    trace_id: str = Field(min_length=1)
+    step_id: str = Field(min_length=1)
+    root_cause: str = Field(min_length=1, max_length=500)
+    correction: str = Field(min_length=1, max_length=500)
+    evidence: str = Field(max_length=600)
+    confidence: float = Field(ge=0.0, le=1.0)
+    model: str = Field(min_length=1)

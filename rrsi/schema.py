@@ -22,6 +22,7 @@ from rrsi.reflection import (
     IMPERATIVE_VERBS,
     ROOT_CAUSE_CHARS,
     Action,
+    Finding,
     JointReflection,
     Reflection,
     ReflectionContext,
@@ -46,6 +47,7 @@ __all__ = [
     "Attribution",
     "HeldParam",
     "Incident",
+    "Finding",
     "Action",
     "Reflection",
     "ReflectionContext",
@@ -215,8 +217,7 @@ class Trace(_Model):
         for s in self.steps:
             if s.trace_id != self.trace_id:
                 raise ValueError(f"steps: step {s.step_id!r} has trace_id {s.trace_id!r}, expected {self.trace_id!r}")
-            missing = [p for p in s.parents if p not in known]
-            if missing:
+            if missing := [p for p in s.parents if p not in known]:
                 raise ValueError(f"steps: step {s.step_id!r} names unknown parent steps {missing}")
         return self
 
@@ -288,6 +289,7 @@ class Incident(_Model):
     attribution: Attribution | None = None
     held: list[HeldParam] = Field(default_factory=list)
     review: str | None = None  # why its blame was too uncertain to act on: held for human review
+    findings: list[Finding] = Field(default_factory=list)  # a text incident's failure modes, for review
     created_at: float = Field(default_factory=time.time)
 
 
@@ -322,10 +324,8 @@ class CanaryVerdict(_Model):
 
 
 class ReplayPair(NamedTuple):
-    """One recent task run again in shadow: how the incumbent did (when it served it) and how the candidate does.
-
-    A confidence is the step's own (``StepRecord.confidence``), ``None`` where the executor reports none.
-    """
+    """A recent task run again in shadow: how the incumbent did (when it served it), how the candidate does;
+    a confidence is the step's own (``StepRecord.confidence``), ``None`` where the executor reports none."""
 
     incumbent_failed: bool
     candidate_failed: bool
