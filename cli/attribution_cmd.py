@@ -4,7 +4,8 @@
 Who&When and AEGIS logs are attributed by the log GNN (:mod:`rrsi.graph.log_gnn`; the default is
 the model shipped inside the package, or a ``.pt`` file trained with ``rrsi train-attribution
 --aegis``) or by the real-log model (a ``.npz`` given with ``--model``); scenario incidents,
-OpenTelemetry and trace JSON by the attribution GNN. ``rrsi attribute`` reports how many files
+OpenTelemetry and trace JSON by the attribution GNN, except, as in the hub, a trace that failed with no
+failing step, which goes to the log GNN. ``rrsi attribute`` reports how many files
 loaded and why the others did not, and per log the blamed agent and step with the three most
 probable steps (and, for the real-log model, what drove them).
 
@@ -166,7 +167,8 @@ def _official(rows: list[dict]) -> str:
 
 def _model_kind(args: argparse.Namespace) -> str:
     """Which model attributes: ``log_gnn`` (the default for Who&When and AEGIS logs, or a log GNN file),
-    ``log_model`` (a ``.npz`` real-log model) or ``gnn`` (the scenario attribution GNN)."""
+    ``log_model`` (a ``.npz`` real-log model) or ``gnn`` (the scenario attribution GNN; without ``--model``,
+    traces that failed with no failing step go to the log GNN, :func:`_routed_rows`)."""
     if args.model:
         if Path(args.model).suffix == ".npz":
             return "log_model"
@@ -219,6 +221,21 @@ def _gnn_rows(items: list, model, fmt: str) -> list[dict]:
     ]
 
 
+def _routed_rows(items: list, args: argparse.Namespace) -> list[dict]:
+    """As the hub routes traces: without ``--model``, one that failed with no failing step (a verdict, no
+    error code) to the shipped log GNN (:mod:`rrsi.graph.log_serving`, task: its first step's input);
+    the others, or all with ``--model``, to the scenario GNN. Rows in input order."""
+    from rrsi.graph.log_serving import is_text_failure
+
+    text = set() if args.model else {i for i, (_, t, _, _) in enumerate(items) if is_text_failure(t)}
+    words = [(label, t, n, task or t.steps[0].input.text) for i, (label, t, n, task) in enumerate(items) if i in text]
+    rest = [item for i, item in enumerate(items) if i not in text]
+    by_label = {r["incident"]: r for r in _log_gnn_rows(words, args)} if words else {}
+    if rest:
+        by_label.update((r["incident"], r) for r in _gnn_rows(rest, _gnn_model(args), args.format))
+    return [by_label[label] for label, *_ in items if label in by_label]
+
+
 def run_attribute(args: argparse.Namespace) -> int:
     items = _load_input(Path(args.path), args.format)
     kind = _model_kind(args)
@@ -227,7 +244,7 @@ def run_attribute(args: argparse.Namespace) -> int:
     elif kind == "log_model":
         rows = _log_model_rows(items, _log_model(args), args.format)
     else:
-        rows = _gnn_rows(items, _gnn_model(args), args.format)
+        rows = _routed_rows(items, args)
     for row in rows:
         print_row(row)
     console.print(f"attributed {len(rows)} of {len(items)} traces")

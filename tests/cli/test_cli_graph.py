@@ -146,3 +146,48 @@ def test_eval_whowhen_prints_nested_cv_transfer_and_published_rows(make_log, tmp
     result = json.loads(out.read_text())
     assert {"log_model", "log_model_transfer", "first_tool_call"} <= set(result["methods"])
     assert len(result["per_fold"]["log_model_transfer"]["step_exact"]) == 3
+
+
+def _otlp_file(path, failing_step: bool):
+    """Two made-up OTLP traces of three GenAI agents under a workflow span that gives the verdict: one agent
+    skips the check and answers differently; with ``failing_step`` that agent's span is also an error."""
+
+    def span(trace, sid, parent, start, attrs, status=None):
+        kv = [{"key": k, "value": {"stringValue": str(v)}} for k, v in attrs.items()]
+        s = {"traceId": trace, "spanId": sid, "parentSpanId": parent, "name": sid, "attributes": kv,
+             "startTimeUnixNano": 1_700_000_000_000_000_000 + start * 10**9,
+             "endTimeUnixNano": 1_700_000_000_000_000_000 + start * 10**9 + 10**8}  # fmt: skip
+        if status:
+            s["status"] = status
+        return s
+
+    spans = []
+    for k in range(2):
+        trace = f"{k + 1:032x}"
+        spans.append(span(trace, f"w{k:015d}", "", 0, {"gen_ai.operation.name": "invoke_workflow",
+                                                      "rrsi.outcome.ok": "false"}))  # fmt: skip
+        for n, name in enumerate(("solver", "checker", "judge")):
+            bad = name == "checker"
+            text = "Skipping the check, I assume it: \\boxed{7}." if bad else f"{k} plus {k} is \\boxed{{{2 * k}}}."
+            attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": name,
+                     "gen_ai.input.messages": f"What is {k} plus {k}?", "gen_ai.output.messages": text}  # fmt: skip
+            if bad and failing_step:
+                attrs["error.type"] = "WrongAnswerError"
+            status = {"code": 2} if bad and failing_step else None
+            spans.append(span(trace, f"s{k}{n:014d}", f"w{k:015d}", n + 1, attrs, status))
+    path.write_text(json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]}))
+    return path
+
+
+def test_attribute_sends_otel_traces_failed_by_verdict_alone_to_the_log_gnn(tmp_path):
+    for failing_step, expected in ((False, "log_gnn"), (True, "gnn")):
+        src, out = (
+            _otlp_file(tmp_path / f"spans{failing_step}.json", failing_step),
+            tmp_path / f"out{failing_step}.json",
+        )
+        assert _run("attribute", str(src), "--format", "otel", "--json", str(out)) == 0
+        rows = json.loads(out.read_text())
+        assert len(rows) == 2
+        assert all(("finding" in r) == (expected == "log_gnn") for r in rows)
+        if expected == "log_gnn":
+            assert all(r["agent"] == "checker" for r in rows)
