@@ -225,10 +225,10 @@ def _routed_rows(items: list, args: argparse.Namespace) -> list[dict]:
     """As the hub routes traces: without ``--model``, one that failed with no failing step (a verdict, no
     error code) to the shipped log GNN (:mod:`rrsi.graph.log_serving`, task: its first step's input);
     the others, or all with ``--model``, to the scenario GNN. Rows in input order."""
-    from rrsi.graph.log_serving import is_text_failure
+    from rrsi.graph.log_serving import is_text_failure, trace_task
 
     text = set() if args.model else {i for i, (_, t, _, _) in enumerate(items) if is_text_failure(t)}
-    words = [(label, t, n, task or t.steps[0].input.text) for i, (label, t, n, task) in enumerate(items) if i in text]
+    words = [(label, t, n, task or trace_task(t)) for i, (label, t, n, task) in enumerate(items) if i in text]
     rest = [item for i, item in enumerate(items) if i not in text]
     by_label = {r["incident"]: r for r in _log_gnn_rows(words, args)} if words else {}
     if rest:

@@ -156,11 +156,8 @@ def _summary(groups: dict) -> dict:
         source = "log_gnn" if name == "log_gnn_ece" else name
         out[name] = {}
         for metric in metric_names:
-            values = [
-                t[source][metric]
-                for t in groups.values()
-                if _counts(t, metric) and t[source][metric] == t[source][metric]
-            ]
+            values = [t[source][metric] for t in groups.values() if _counts(t, metric)]
+            values = [v for v in values if not np.isnan(v)]
             out[name][metric] = (float(np.mean(values)), float(np.std(values))) if values else (float("nan"),) * 2
     return out
 

@@ -90,7 +90,8 @@ def _used_by_others(items: list[list[str]], speakers: list[str]) -> list[set[str
     total: Counter[str] = Counter()
     for counts in per_speaker.values():
         total.update(counts)
-    return [{w for w in total if total[w] > per_speaker[who][w]} for who in speakers]
+    others = {who: {w for w in total if total[w] > counts[w]} for who, counts in per_speaker.items()}
+    return [others[who] for who in speakers]
 
 
 def _answer_changes(answers: list[str], speakers: list[str]) -> list[float]:

@@ -25,22 +25,23 @@ from pathlib import Path
 from rrsi.graph.log_attribution import attribute_logs
 from rrsi.graph.log_gnn import LogGNN
 from rrsi.graph.log_gnn_training import default_log_gnn, gnn_embedder
+from rrsi.graph.log_graph import log_agents
 from rrsi.graph.mode_features import agent_steps
 from rrsi.graph.mode_prediction import default_mode_classifier, mode_embedder, predict_modes
 from rrsi.graph.text_finding import text_finding
 from rrsi.schema import Attribution, Finding, Trace
-from rrsi.traces.agent_names import is_context_step
 
-__all__ = ["LogServing", "is_text_failure"]
+__all__ = ["LogServing", "is_text_failure", "trace_task"]
 
 
 def is_text_failure(trace: Trace) -> bool:
     """Whether ``trace`` failed with no failing step and has a step that may be blamed."""
-    return (
-        trace.outcome == "failure"
-        and not any(s.failed for s in trace.steps)
-        and any(not is_context_step(s) for s in trace.steps)
-    )
+    return trace.outcome == "failure" and not trace.failing_steps() and bool(log_agents(trace))
+
+
+def trace_task(trace: Trace) -> str:
+    """What the pipeline was asked: the first step's input."""
+    return trace.steps[0].input.text
 
 
 class LogServing:
@@ -53,7 +54,7 @@ class LogServing:
 
     def attribute(self, traces: list[Trace]) -> list[Attribution]:
         """One attribution per trace (agent blame = P(faulty), step blame = P(decisive)), batched."""
-        logs = [(t, t.steps[0].input.text) for t in traces]
+        logs = [(t, trace_task(t)) for t in traces]
         return [a.as_attribution("log_gnn") for a in attribute_logs(self.model, logs, self.embedder)]
 
     def findings(self, traces: list[Trace], attributions: list[Attribution]) -> list[Finding]:
@@ -69,7 +70,7 @@ class LogServing:
 
     def _finding(self, trace: Trace, agent: str, attribution: Attribution) -> Finding:
         model, embedder = self._modes
-        prediction = predict_modes(model, trace, [agent], trace.steps[0].input.text, embedder)[0]
+        prediction = predict_modes(model, trace, [agent], trace_task(trace), embedder)[0]
         at = max(agent_steps(trace, agent), key=lambda i: attribution.step_blame.get(trace.steps[i].step_id, 0.0))
         found = text_finding(trace, prediction, at)
         return Finding(

@@ -92,19 +92,14 @@ class Attributor:
         from rrsi.graph.log_serving import is_text_failure
 
         by_text = self.config.attribution.text == "log_gnn"
-        text = [i for i, t in enumerate(group) if by_text and is_text_failure(t)]
-        out: list[Attribution | None] = [None] * len(group)
-        if text:
-            out_text = self._text_model().attribute([group[i] for i in text])
-            for i, a in zip(text, out_text):
-                out[i] = a
-        rest = [t for i, t in enumerate(group) if out[i] is None]
-        if rest:
-            blamed = iter(self._graph_model().attribute(rest, own_failure_rates(rest)))
-            for i, t in enumerate(group):
-                if out[i] is None:
-                    out[i] = with_upstream_suspects(t, next(blamed), self.reference.threshold)
-        return out
+        text = {i for i, t in enumerate(group) if by_text and is_text_failure(t)}
+        rest = [t for i, t in enumerate(group) if i not in text]
+        by_words = iter(self._text_model().attribute([group[i] for i in sorted(text)]) if text else [])
+        by_graph = iter(self._graph_model().attribute(rest, own_failure_rates(rest)) if rest else [])
+        return [
+            next(by_words) if i in text else with_upstream_suspects(t, next(by_graph), self.reference.threshold)
+            for i, t in enumerate(group)
+        ]
 
     def findings(self, group: list[Trace], per_trace: list[Attribution]) -> list:
         """The failure mode of each agent the log GNN blamed in ``group`` (:meth:`LogServing.findings`)."""
