@@ -23,6 +23,12 @@ absolute levels do not — and joined with the log of the step probability mass 
 because a log may have several faulty agents. :math:`T_s`, :math:`\alpha`, :math:`\beta` are fitted
 after training on held-out training logs (:mod:`rrsi.graph.calibration`).
 
+**Trees beside the agent head.** A model trained with trees (the shipped one is) also scores each
+agent with :class:`~rrsi.graph.agent_trees.AgentTrees`, boosted trees over a summary of the agent's
+message features; the agent's probability is
+:math:`\sigma(\alpha_2 \cdot \tfrac12 [(\alpha z_a + \beta) + t_a] + \beta_2)`, the mean of the
+two heads' log-odds recalibrated on the same held-out logs.
+
 What the published methods contributed (each is a heavier procedure, LLM-driven, than two CPU
 cores afford; this model keeps the signal each one reads):
 
@@ -56,13 +62,14 @@ from torch import nn
 from torch_geometric.utils import scatter, softmax
 
 from rrsi.errors import UserError
+from rrsi.graph.agent_trees import AgentTrees, agent_graph, agent_table, blame_graph
 from rrsi.graph.embedding import EMBED_DIM
 from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS
 from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogGNNConfig", "LogGNN", "RelationalConv", "LOG_GNN_VERSION", "is_log_gnn_file"]
 
-LOG_GNN_VERSION = 2
+LOG_GNN_VERSION = 3
 
 
 class LogGNNConfig(_Model):
@@ -107,12 +114,6 @@ class RelationalConv(nn.Module):
         return self.root(h) + pooled.view(n, self.relations, self.width).sum(1)
 
 
-def _graph_of(batch) -> torch.Tensor:
-    """``[M]``: the log of each blameable node (all 0 for one unbatched log)."""
-    batched = getattr(batch, "batch", None)
-    return batched[batch.blame_node] if batched is not None else torch.zeros_like(batch.blame_node)
-
-
 class LogGNN(nn.Module):
     """Step and agent heads over a batch of log graphs (see the module docstring).
 
@@ -128,6 +129,8 @@ class LogGNN(nn.Module):
         self.register_buffer("center", torch.zeros(IN_DIM))
         self.register_buffer("scale", torch.ones(IN_DIM))
         self.register_buffer("calibration", torch.tensor([1.0, 1.0, 0.0]))  # T_s, alpha, beta
+        self.register_buffer("blend", torch.tensor([1.0, 0.0]))  # alpha_2, beta_2
+        self.trees: AgentTrees | None = None
         self.text = nn.Linear(EMBED_DIM, config.text_dim)
         self.encode = nn.Sequential(nn.Linear(config.text_dim + f, h), nn.ReLU())
         self.convs = nn.ModuleList(RelationalConv(h, 2 * len(RELATIONS)) for _ in range(config.layers))
@@ -148,7 +151,7 @@ class LogGNN(nn.Module):
     def forward(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Raw step logits ``[M]`` and agent logits ``[A]`` (before calibration)."""
         h0, h = self.nodes(batch)
-        blame, graph_of = batch.blame_node, _graph_of(batch)
+        blame, graph_of = batch.blame_node, blame_graph(batch)
         step = self.step_head(torch.cat([h0[blame], h[blame]], dim=1)).squeeze(1)
         n_agents = batch.agent_y.numel()
         mass = scatter(softmax(step, graph_of), batch.agent_of, 0, dim_size=n_agents, reduce="sum")
@@ -158,16 +161,26 @@ class LogGNN(nn.Module):
             scatter(h[blame], batch.agent_of, 0, dim_size=n_agents, reduce="max"),
             scatter(feats, batch.agent_of, 0, dim_size=n_agents, reduce="mean"),
         ]
-        agent_graph = torch.zeros(n_agents, dtype=torch.long).scatter_(0, batch.agent_of, graph_of)
-        centered = [p - scatter(p, agent_graph, 0, reduce="mean")[agent_graph] for p in parts]
+        graphs = agent_graph(batch)
+        centered = [p - scatter(p, graphs, 0, reduce="mean")[graphs] for p in parts]
         pooled = torch.cat([*centered, parts[0], torch.log(mass.clamp_min(1e-6)).unsqueeze(1)], dim=1)
         return step, self.agent_head(self.drop(pooled)).squeeze(1)
+
+    def agent_log_odds(self, batch, agent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """The calibrated log-odds of the GNN's agent head (from its raw ``agent`` logits) and of the trees
+        (``None`` for a model without trees), ``[A]`` each."""
+        _, alpha, beta = self.calibration.tolist()
+        trees = None if self.trees is None else torch.from_numpy(self.trees.decision(agent_table(batch))).float()
+        return alpha * agent + beta, trees
 
     def probabilities(self, batch) -> tuple[torch.Tensor, torch.Tensor]:
         """Calibrated ``P(decisive step)`` ``[M]`` (sums to 1 per log) and ``P(agent faulty)`` ``[A]``."""
         step, agent = self(batch)
-        t_s, alpha, beta = self.calibration.tolist()
-        return softmax(step / t_s, _graph_of(batch)), torch.sigmoid(alpha * agent + beta)
+        gnn, trees = self.agent_log_odds(batch, agent)
+        if trees is not None:
+            alpha, beta = self.blend.tolist()
+            gnn = alpha * 0.5 * (gnn + trees) + beta
+        return softmax(step / self.calibration[0].item(), blame_graph(batch)), torch.sigmoid(gnn)
 
     def save(self, path: str | Path, trained_on: str = "", metrics: dict | None = None) -> Path:
         """Write the weights, config and provenance as one file (tensors and plain types; no pickle needed)."""
@@ -175,7 +188,9 @@ class LogGNN(nn.Module):
         path.parent.mkdir(parents=True, exist_ok=True)
         state = {k: v.detach().to(torch.float32).clone() for k, v in self.state_dict().items()}
         meta = {"version": LOG_GNN_VERSION, "config": self.config.model_dump(), "features": list(NODE_FEATURES)}
-        torch.save({"meta": meta, "state": state, "trained_on": trained_on, "metrics": metrics or {}}, path)
+        trees = {} if self.trees is None else self.trees.to_tensors()
+        blob = {"meta": meta, "state": state, "trees": trees, "trained_on": trained_on, "metrics": metrics or {}}
+        torch.save(blob, path)
         return path
 
     @classmethod
@@ -201,6 +216,7 @@ class LogGNN(nn.Module):
             model.load_state_dict(state)
         except RuntimeError as exc:
             raise UserError(f"model: {path}: weights do not fit the config ({exc})") from None
+        model.trees = AgentTrees.from_tensors(blob["trees"]) if blob.get("trees") else None
         return model.eval(), {"trained_on": blob.get("trained_on", ""), "metrics": blob.get("metrics", {})}
 
 

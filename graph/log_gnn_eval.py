@@ -30,7 +30,7 @@ from rrsi.graph.calibration import auroc, ece, reliability
 from rrsi.graph.evaluate import MethodScores, Prediction, log_model_predictions, whowhen_baselines
 from rrsi.graph.log_features import log_features, step_texts
 from rrsi.graph.log_gnn import LogGNNConfig
-from rrsi.graph.log_gnn_training import LogTrainSettings, fit_log_gnn, predict
+from rrsi.graph.log_gnn_training import LogTrainSettings, agent_parts, fit_log_gnn, predict
 from rrsi.graph.log_graph import LabelledLog, LogData, log_agents
 from rrsi.graph.log_model import LogAttributionModel
 from rrsi.graph.log_training import kfold, log_embedder, train_log_model
@@ -40,7 +40,16 @@ from rrsi.traces.whowhen import WhoWhenLog
 __all__ = ["AEGIS_METHODS", "fold_keys", "agent_baselines", "evaluate_aegis_transfer", "evaluate_whowhen_folds"]
 
 MIN_ONE_FAULTY = 20
-AEGIS_METHODS = ("log_gnn", "chance", "first_step", "most_frequent_speaker", "first_tool_call", "log_model")
+AEGIS_METHODS = (
+    "log_gnn",
+    "gnn_head",
+    "trees_head",
+    "chance",
+    "first_step",
+    "most_frequent_speaker",
+    "first_tool_call",
+    "log_model",
+)
 
 
 def fold_keys(logs: Sequence[LabelledLog], min_group: int) -> list[str]:
@@ -96,11 +105,22 @@ def _group_table(rows: list[dict]) -> dict:
     return table
 
 
+def _heads(model, graphs: list[LogData]) -> list[dict[str, np.ndarray]]:
+    """Per log: the shipped blend's two agent heads alone (each calibrated), where the model has trees."""
+    if model.trees is None:
+        return [{} for _ in graphs]
+    return [{"gnn_head": _sigmoid(g), "trees_head": _sigmoid(t)} for g, t in agent_parts(model, graphs)]
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-z))
+
+
 def _score_fold(fold: str, test: list[LabelledLog], graphs: list[LogData], model, log_model, vectors) -> list[dict]:
     rows = []
-    for log, graph, (_, p_agent) in zip(test, graphs, predict(model, graphs)):
+    for log, graph, (_, p_agent), heads in zip(test, graphs, predict(model, graphs), _heads(model, graphs)):
         y = graph.agent_y.numpy()
-        scores = {"log_gnn": p_agent, **agent_baselines(log)}
+        scores = {"log_gnn": p_agent, **heads, **agent_baselines(log)}
         if log_model is not None:
             scores["log_model"] = _log_model_scores(log_model, log, vectors)
         rows.append({"group": fold, "y": y, "scores": scores, "hits": _row(y, scores)})
@@ -162,11 +182,14 @@ def _summary(groups: dict) -> dict:
     return out
 
 
-def _gnn_whowhen_predictions(model, test: list[WhoWhenLog], graphs: list[LogData]) -> list[Prediction]:
-    out = []
-    for log, (p_step, p_agent) in zip(test, predict(model, graphs)):
-        agent = log_agents(log.trace)[int(np.argmax(p_agent))]
-        out.append(Prediction(log.original_agent(agent), log.blameable[int(np.argmax(p_step))]))
+def _gnn_whowhen_predictions(model, test: list[WhoWhenLog], graphs: list[LogData]) -> dict[str, list[Prediction]]:
+    """The model's predictions, and with trees each agent head's alone (the step is the model's)."""
+    out: dict[str, list[Prediction]] = {}
+    for log, (p_step, p_agent), heads in zip(test, predict(model, graphs), _heads(model, graphs)):
+        step = log.blameable[int(np.argmax(p_step))]
+        for name, scores in {"log_gnn": p_agent, **heads}.items():
+            agent = log_agents(log.trace)[int(np.argmax(scores))]
+            out.setdefault(name, []).append(Prediction(log.original_agent(agent), step))
     return out
 
 
@@ -194,8 +217,8 @@ def evaluate_whowhen_folds(
         model = fit_log_gnn(
             [*aegis_graphs, *(g for i, g in enumerate(whowhen_graphs) if i not in held)], config, settings
         )
-        gnn = _gnn_whowhen_predictions(model, test, [whowhen_graphs[i] for i in test_idx])
-        scores.setdefault("log_gnn", MethodScores()).add(test, gnn)
+        for name, predictions in _gnn_whowhen_predictions(model, test, [whowhen_graphs[i] for i in test_idx]).items():
+            scores.setdefault(name, MethodScores()).add(test, predictions)
         log_model = train_log_model(train, embedder, seed=seed)
         scores.setdefault("log_model", MethodScores()).add(test, log_model_predictions(log_model, test, embedder))
         for name, method in whowhen_baselines(train, seed).items():

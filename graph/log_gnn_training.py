@@ -26,6 +26,7 @@ from torch_geometric.data import Batch
 
 from rrsi.config import default_home
 from rrsi.errors import UserError
+from rrsi.graph.agent_trees import AgentTrees, agent_graph, agent_table, blame_graph
 from rrsi.graph.calibration import fit_platt, fit_temperature
 from rrsi.graph.embedding import Embedder, TextEmbedder
 from rrsi.graph.log_features import step_texts
@@ -46,6 +47,7 @@ __all__ = [
     "featurize",
     "fit_log_gnn",
     "predict",
+    "agent_parts",
     "default_log_gnn",
     "default_log_gnn_path",
 ]
@@ -64,6 +66,7 @@ class LogTrainSettings(_Model):
         step_weight: weight of the decisive-step loss beside the agent loss.
         whowhen_weight: weight of a log that has a step label (there are few) beside an AEGIS log.
         calibration_share: share of each source's training logs held out for the epoch choice and calibration.
+        trees: boosting rounds of the agent trees beside the GNN's agent head (0: the GNN alone).
         seed: seeds the split, the initialization and the order of the logs.
     """
 
@@ -74,6 +77,7 @@ class LogTrainSettings(_Model):
     step_weight: float = Field(default=1.0, ge=0.0, le=100.0)
     whowhen_weight: float = Field(default=5.0, ge=0.0, le=1000.0)
     calibration_share: float = Field(default=0.15, gt=0.0, lt=0.5)
+    trees: int = Field(default=200, ge=0, le=2000)
     seed: int = 0
 
 
@@ -122,13 +126,12 @@ def featurize(
 
 def _loss(model: LogGNN, batch, settings: LogTrainSettings) -> torch.Tensor:
     step, agent = model(batch)
-    graph_of = batch.batch[batch.blame_node]
-    agent_graph = torch.zeros_like(agent, dtype=torch.long).scatter_(0, batch.agent_of, graph_of)
+    graph_of, agents_of = blame_graph(batch), agent_graph(batch)
     has_step = torch.zeros(batch.num_graphs).index_add_(0, graph_of, batch.step_y) > 0
     weight = torch.where(has_step, settings.whowhen_weight, 1.0) * batch.weight
     known = ~torch.isnan(batch.agent_y)
     bce = torch.nn.functional.binary_cross_entropy_with_logits(agent[known], batch.agent_y[known], reduction="none")
-    agent_loss = (bce * weight[agent_graph[known]]).sum() / weight[agent_graph[known]].sum().clamp_min(1e-6)
+    agent_loss = (bce * weight[agents_of[known]]).sum() / weight[agents_of[known]].sum().clamp_min(1e-6)
     if not has_step.any():
         return agent_loss
     log_p = step - torch.zeros(batch.num_graphs).index_reduce_(0, graph_of, step, "amax", include_self=False)[graph_of]
@@ -199,15 +202,28 @@ def predict(model: LogGNN, graphs: Sequence[LogData], calibrated: bool = True, b
     with torch.no_grad():
         for batch in _batches(graphs, batch_size):
             step, agent = model.probabilities(batch) if calibrated else model(batch)
-            graph_of = batch.batch[batch.blame_node]
-            agent_graph = torch.zeros_like(agent, dtype=torch.long).scatter_(0, batch.agent_of, graph_of)
+            graph_of, agents_of = blame_graph(batch), agent_graph(batch)
             for k in range(batch.num_graphs):
-                out.append((step[graph_of == k].numpy(), agent[agent_graph == k].numpy()))
+                out.append((step[graph_of == k].numpy(), agent[agents_of == k].numpy()))
     return out
 
 
+def _fit_trees(graphs: Sequence[LogData], settings: LogTrainSettings) -> AgentTrees:
+    """The agent trees on the training logs, each agent weighted as :func:`_loss` weights its log."""
+    tables, labels, weights = [], [], []
+    for batch in _batches(graphs, 512):
+        has_step = torch.zeros(batch.num_graphs).index_add_(0, blame_graph(batch), batch.step_y) > 0
+        log_weight = torch.where(has_step, settings.whowhen_weight, 1.0) * batch.weight
+        tables.append(agent_table(batch))
+        labels.append(batch.agent_y.numpy())
+        weights.append(log_weight[agent_graph(batch)].numpy())
+    table, y, weight = np.concatenate(tables), np.concatenate(labels), np.concatenate(weights)
+    known = ~np.isnan(y)
+    return AgentTrees.fit(table[known], y[known], weight[known], settings.trees, settings.seed)
+
+
 def _calibrate(model: LogGNN, held: Sequence[LogData]) -> None:
-    """Fit the step temperature and the agents' Platt scaling on held-out logs."""
+    """Fit the step temperature, the agents' Platt scaling and (with trees) the blend's on held-out logs."""
     raw = predict(model, held, calibrated=False)
     steps = [(s, int(g.step_y.argmax())) for (s, _), g in zip(raw, held) if g.step_y.sum() > 0]
     t_s = fit_temperature([s for s, _ in steps], [k for _, k in steps])
@@ -216,6 +232,24 @@ def _calibrate(model: LogGNN, held: Sequence[LogData]) -> None:
     known = ~np.isnan(y)
     alpha, beta = fit_platt(z[known], y[known])
     model.calibration.copy_(torch.tensor([t_s, alpha, beta]))
+    if model.trees is not None:
+        mixed = [0.5 * (gnn + trees) for gnn, trees in agent_parts(model, held)]
+        model.blend.copy_(torch.tensor(fit_platt(np.concatenate(mixed)[known], y[known])))
+
+
+def agent_parts(model: LogGNN, graphs: Sequence[LogData], batch_size: int = 256) -> list:
+    """Per log: the calibrated log-odds of the GNN's agent head and of the trees (``None`` without trees)."""
+    model.eval()
+    out = []
+    with torch.no_grad():
+        for batch in _batches(graphs, batch_size):
+            _, agent = model(batch)
+            gnn, trees = model.agent_log_odds(batch, agent)
+            graphs_of = agent_graph(batch)
+            for k in range(batch.num_graphs):
+                mine = graphs_of == k
+                out.append((gnn[mine].numpy(), None if trees is None else trees[mine].numpy()))
+    return out
 
 
 def fit_log_gnn(
@@ -236,6 +270,8 @@ def fit_log_gnn(
     train, held = [labelled[i] for i in train_idx], [labelled[i] for i in held_idx]
     _standardize(model, train)
     _train(model, train, held, settings)
+    if settings.trees:
+        model.trees = _fit_trees(train, settings)
     if held:
         _calibrate(model, held)
     return model.eval()

@@ -1,0 +1,89 @@
+"""The agent trees beside the log GNN's agent head: the per-agent table, the exported ensemble scoring as
+scikit-learn does, the blend saved and loaded with the model, and each head reported alone."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.ensemble import HistGradientBoostingClassifier
+from torch_geometric.data import Batch
+
+from rrsi.errors import UserError
+from rrsi.graph.agent_trees import AgentTrees, agent_table
+from rrsi.graph.log_gnn import LogGNN, LogGNNConfig
+from rrsi.graph.log_gnn_eval import evaluate_aegis_transfer
+from rrsi.graph.log_gnn_training import LogTrainSettings, agent_parts, featurize, fit_log_gnn, from_aegis, predict
+from rrsi.graph.log_graph import NODE_FEATURES
+from rrsi.graph.vector_cache import VectorCache
+from rrsi.traces.aegis import parse_aegis
+from tests.graph.test_log_gnn import debate
+
+SMALL = LogGNNConfig(hidden=8, text_dim=2)
+
+
+def _graphs(hash_embedder, n: int, names=("Alpha", "Beta", "Gamma")):
+    logs = [from_aegis(parse_aegis(debate(k, names), f"{names[0]}:{k}")) for k in range(n)]
+    return logs, featurize(logs, VectorCache(hash_embedder))
+
+
+def test_the_exported_trees_score_as_scikit_learn_does_and_survive_the_round_trip():
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1500, 12))
+    y = (x[:, 0] * x[:, 1] + x[:, 2] + rng.normal(size=1500) > 0).astype(float)
+    x[::9, 3] = np.nan
+    trees = AgentTrees.fit(x, y, np.ones(len(y)), iterations=40, seed=0)
+    reference = HistGradientBoostingClassifier(
+        max_iter=40, learning_rate=0.05, max_leaf_nodes=15, l2_regularization=1.0, early_stopping=False, random_state=0
+    ).fit(x, y)
+    assert np.abs(trees.decision(x) - reference.decision_function(x)).max() < 1e-9
+    again = AgentTrees.from_tensors(trees.to_tensors())
+    assert np.array_equal(again.decision(x), trees.decision(x))
+    with pytest.raises(UserError, match="expected rows of 12 columns"):
+        trees.decision(x[:, :5])
+    with pytest.raises(UserError, match="missing base"):
+        AgentTrees.from_tensors({k: v for k, v in trees.to_tensors().items() if k != "base"})
+
+
+def test_the_agent_table_summarizes_each_agent_centered_on_its_log_alone_or_batched(hash_embedder):
+    _, graphs = _graphs(hash_embedder, 2)
+    table = agent_table(Batch.from_data_list(graphs))
+    f = len(NODE_FEATURES)
+    assert table.shape == (6, 6 * f + 5)
+    for rows in (table[:3], table[3:]):
+        assert np.allclose(rows[:, 3 * f + 2 : 6 * f + 4].sum(axis=0), 0.0)
+        assert np.allclose(rows[:, 3 * f], 1 / 3) and np.allclose(rows[:, -1], np.log(3))
+    assert np.allclose(agent_table(graphs[1]), table[3:])
+
+
+def test_a_model_with_trees_blends_both_heads_and_loads_them_back(hash_embedder, tmp_path):
+    logs, graphs = _graphs(hash_embedder, 60)
+    model = fit_log_gnn(graphs, SMALL, LogTrainSettings(epochs=3, batch_size=16, trees=30))
+    assert model.trees is not None and not torch.equal(model.blend, torch.tensor([1.0, 0.0]))
+    parts = agent_parts(model, graphs[:5])
+    assert all(len(g) == len(t) == 3 for g, t in parts)
+    alpha, beta = model.blend.tolist()
+    for (_, p), (g, t) in zip(predict(model, graphs[:5]), parts):
+        assert np.allclose(p, 1 / (1 + np.exp(-(alpha * 0.5 * (g + t) + beta))), atol=1e-5)
+    loaded, _ = LogGNN.load(model.save(tmp_path / "m.pt"))
+    batch = Batch.from_data_list(graphs[:4])
+    assert torch.allclose(loaded.probabilities(batch)[1], model.probabilities(batch)[1])
+    alone = fit_log_gnn(graphs, SMALL, LogTrainSettings(epochs=3, batch_size=16, trees=0))
+    assert alone.trees is None and all(t is None for _, t in agent_parts(alone, graphs[:2]))
+
+
+def test_the_evaluation_reports_each_head_alone_beside_the_blend(hash_embedder):
+    logs_a, graphs_a = _graphs(hash_embedder, 24)
+    logs_b, graphs_b = _graphs(hash_embedder, 24, names=("Ann", "Bob", "Cy"))
+    result = evaluate_aegis_transfer(
+        [*logs_a, *logs_b],
+        [*graphs_a, *graphs_b],
+        VectorCache(hash_embedder),
+        config=SMALL,
+        settings=LogTrainSettings(epochs=2, batch_size=16, trees=20),
+        min_group=10,
+    )
+    for table in result["groups"].values():
+        assert {"log_gnn", "gnn_head", "trees_head"} <= set(table)
+        assert 0.0 <= table["trees_head"]["auroc"] <= 1.0
+    assert set(result["summary"]) >= {"log_gnn", "gnn_head", "trees_head", "log_gnn_ece"}
