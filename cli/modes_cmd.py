@@ -6,6 +6,9 @@ per-shape table, 14-way and family accuracy for the majority mode, the MiniLM-li
 the MLP. ``rrsi train-modes --aegis FILE`` trains the MLP on every faulty agent and saves it (the
 file shipped as ``graph/models/mode_classifier.npz`` is made this way).
 
+``rrsi eval reasons --whowhen DIR`` runs :func:`rrsi.graph.reason_eval.evaluate_reasons`: the
+findings' root causes against Who&When's human ``mistake_reason``, beside a restated-step baseline.
+
 The ``eval`` command is created by :mod:`rrsi.cli.attribution_cmd`; :func:`register` adds ``modes``
 to its kinds and creates ``eval`` only where no group did.
 """
@@ -21,12 +24,15 @@ from tqdm import tqdm
 from rrsi.cli import lazy
 from rrsi.cli.options import console, positive_int, write_json
 
-__all__ = ["register", "run_eval_modes", "run_train_modes", "print_modes"]
+__all__ = ["register", "run_eval_modes", "run_eval_reasons", "run_train_modes", "print_modes"]
 
 mode_corpus = lazy.LazyModule("rrsi.graph.mode_corpus")
 mode_eval = lazy.LazyModule("rrsi.graph.mode_eval")
 mode_classifier = lazy.LazyModule("rrsi.graph.mode_classifier")
 mode_prediction = lazy.LazyModule("rrsi.graph.mode_prediction")
+reason_eval = lazy.LazyModule("rrsi.graph.reason_eval")
+whowhen = lazy.LazyModule("rrsi.traces.whowhen")
+embedding = lazy.LazyModule("rrsi.graph.embedding")
 
 
 def _examples(args: argparse.Namespace) -> list:
@@ -76,6 +82,25 @@ def run_eval_modes(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_eval_reasons(args: argparse.Namespace) -> int:
+    """``rrsi eval reasons --whowhen DIR [--json OUT]``."""
+    logs, errors = whowhen.load_whowhen_dir(args.whowhen)
+    model = mode_prediction.default_mode_classifier()
+    result = reason_eval.evaluate_reasons(logs, model, embedding.default_embedder(), args.folds, args.seed)
+    table = Table(title=f"root cause against mistake_reason: {result['logs']} logs, MiniLM cosine, {args.folds} folds")
+    table.add_column("method")
+    table.add_column("similarity (mean ± std over folds)", justify="right")
+    for name, (mean, std) in result["methods"].items():
+        table.add_row(name, f"{mean:.3f} ± {std:.3f}")
+    console.print(table)
+    skipped = result["skipped"] + len(errors)
+    if skipped:
+        console.print(f"{skipped} logs left out (no reason, a labelled step not the agent's, or unreadable)")
+    if args.json:
+        write_json(args.json, result)
+    return 0
+
+
 def run_train_modes(args: argparse.Namespace) -> int:
     """``rrsi train-modes --aegis FILE [--out FILE]``: train the MLP on every faulty agent and save it."""
     examples = _examples(args)
@@ -118,3 +143,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     ev.add_argument("--min-group", type=positive_int, default=100, help="smaller team shapes are held out together")
     ev.add_argument("--json", help="write the results here")
     ev.set_defaults(func=run_eval_modes)
+    reasons = _eval_kinds(subparsers).add_parser(
+        "reasons", help="findings' root causes against Who&When's mistake_reason, beside a restated-step baseline"
+    )
+    reasons.add_argument("--whowhen", required=True, help="folder of annotated Who&When logs (*.json)")
+    reasons.add_argument("--folds", type=positive_int, default=5)
+    reasons.add_argument("--seed", type=int, default=0)
+    reasons.add_argument("--json", help="write the results here")
+    reasons.set_defaults(func=run_eval_reasons)
