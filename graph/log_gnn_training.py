@@ -3,8 +3,10 @@
 Examples come from AEGIS (faulty agents, no step: the agent head learns from them) and from
 Who&When Algorithm-Generated (the one mistaken agent and the decisive step: both heads). A
 share of the training logs (``calibration_share``, drawn per source) is held out: the epoch
-with the lowest held-out loss is kept, and the calibration (:mod:`rrsi.graph.calibration`:
-the step softmax's temperature, Platt scaling of the agent logits) is fitted on it, so
+with the lowest held-out loss is kept; the agent trees (:mod:`rrsi.graph.agent_trees`,
+``trees`` rounds, each agent weighted as its log) are fitted on the same training logs; and the
+calibration (:mod:`rrsi.graph.calibration`: the step softmax's temperature, Platt scaling of the
+GNN's agent logits, then of the mean of both heads' log-odds) is fitted on the held-out share, so
 no probability is calibrated on the logs it was trained on.
 
 Message vectors go through a :class:`~rrsi.graph.vector_cache.VectorCache`, so a rerun on the
