@@ -91,16 +91,17 @@ def evaluate_reasons(
     per_log["any_mode"] = np.mean(modes, axis=0)
     per_log = {name: per_log[name] for name in REASON_METHODS}
     split = kfold(len(rows), min(folds, len(rows)), seed)
-    methods = {}
-    for name, sims in per_log.items():
-        means = [float(sims[idx].mean()) for idx in split]
-        methods[name] = (float(np.mean(means)), float(np.std(means)))
+    methods = {name: _spread([float(sims[idx].mean()) for idx in split]) for name, sims in per_log.items()}
     return {
         "logs": len(rows),
         "skipped": len(annotated) - len(rows),
         "methods": methods,
         "per_log": {name: sims.tolist() for name, sims in per_log.items()},
     }
+
+
+def _spread(values: list[float]) -> tuple[float, float]:
+    return float(np.mean(values)), float(np.std(values))
 
 
 def _similarity(embedder: TextEmbedder, texts: list[str], reasons: np.ndarray) -> np.ndarray:
