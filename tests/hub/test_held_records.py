@@ -81,3 +81,18 @@ def test_a_version_3_store_opens_with_its_dead_letters_kept(tmp_path):
     assert [(d["kind"], d["reason"]) for d in store.dead_letters()] == [("undelivered", "why")]
     assert store.refused_counts()["undelivered"] == 1
     store.close()
+
+
+def test_holding_many_records_skips_those_already_stored_across_lookup_chunks(tmp_path):
+    from rrsi.held_rows import write_held
+
+    store = Store(str(tmp_path / "hub.sqlite"))
+    stored = [step(trace=f"t{i}", step_id="s", agent="up") for i in range(600)]
+    assert store.add_records(stored) == 600
+    ids = [r.record_id for r in stored]
+    held = [(ids[i // 2] if i % 2 == 0 else f"new-{i}", "ghost", "{}") for i in range(1200)]
+    over = store._atomic(lambda cur: write_held(cur, held, limit=550))
+    assert store._read("SELECT COUNT(*) FROM held_records")[0][0] == 550
+    new = [i for i in range(1200) if i % 2 == 1]
+    assert over == new[550:], "only records not stored count against the limit, in their order"
+    store.close()
