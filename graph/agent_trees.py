@@ -24,22 +24,11 @@ from torch_geometric.utils import scatter
 
 from rrsi.errors import UserError
 from rrsi.graph.embedding import EMBED_DIM
+from rrsi.graph.log_graph import agent_graph
 
-__all__ = ["AgentTrees", "agent_graph", "agent_table", "blame_graph"]
+__all__ = ["AgentTrees", "agent_table"]
 
 _FIELDS = ("feature", "threshold", "left", "right", "leaf", "missing_left", "value")
-
-
-def blame_graph(batch) -> torch.Tensor:
-    """``[M]``: the log of each blameable node of ``batch`` (all 0 for one unbatched log)."""
-    batched = getattr(batch, "batch", None)
-    return batched[batch.blame_node] if batched is not None else torch.zeros_like(batch.blame_node)
-
-
-def agent_graph(batch) -> torch.Tensor:
-    """``[A]``: the log of each agent of ``batch`` (all 0 for one unbatched log)."""
-    n_agents = batch.agent_y.numel()
-    return torch.zeros(n_agents, dtype=torch.long).scatter_(0, batch.agent_of, blame_graph(batch))
 
 
 def agent_table(batch) -> np.ndarray:

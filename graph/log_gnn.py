@@ -62,9 +62,9 @@ from torch import nn
 from torch_geometric.utils import scatter, softmax
 
 from rrsi.errors import UserError
-from rrsi.graph.agent_trees import AgentTrees, agent_graph, agent_table, blame_graph
+from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.embedding import EMBED_DIM
-from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS
+from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS, agent_graph, blame_graph
 from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogGNNConfig", "LogGNN", "RelationalConv", "LOG_GNN_VERSION", "is_log_gnn_file"]

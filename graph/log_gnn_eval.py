@@ -25,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
+from scipy.special import expit
 
 from rrsi.graph.calibration import auroc, ece, reliability
 from rrsi.graph.evaluate import MethodScores, Prediction, log_model_predictions, whowhen_baselines
@@ -109,11 +110,7 @@ def _heads(model, graphs: list[LogData]) -> list[dict[str, np.ndarray]]:
     """Per log: the shipped blend's two agent heads alone (each calibrated), where the model has trees."""
     if model.trees is None:
         return [{} for _ in graphs]
-    return [{"gnn_head": _sigmoid(g), "trees_head": _sigmoid(t)} for g, t in agent_parts(model, graphs)]
-
-
-def _sigmoid(z: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-z))
+    return [{"gnn_head": expit(g), "trees_head": expit(t)} for g, t in agent_parts(model, graphs)]
 
 
 def _score_fold(fold: str, test: list[LabelledLog], graphs: list[LogData], model, log_model, vectors) -> list[dict]:

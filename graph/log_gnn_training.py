@@ -28,12 +28,12 @@ from torch_geometric.data import Batch
 
 from rrsi.config import default_home
 from rrsi.errors import UserError
-from rrsi.graph.agent_trees import AgentTrees, agent_graph, agent_table, blame_graph
+from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.calibration import fit_platt, fit_temperature
 from rrsi.graph.embedding import Embedder, TextEmbedder
 from rrsi.graph.log_features import step_texts
 from rrsi.graph.log_gnn import LogGNN, LogGNNConfig
-from rrsi.graph.log_graph import LabelledLog, LogData, log_graph
+from rrsi.graph.log_graph import LabelledLog, LogData, agent_graph, blame_graph, log_graph
 from rrsi.graph.static_embedding import StaticEmbedder
 from rrsi.graph.vector_cache import VectorCache
 from rrsi.schema_base import _Model
@@ -126,11 +126,17 @@ def featurize(
     return graphs
 
 
+def _log_weights(batch, settings: LogTrainSettings) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per log of ``batch``: whether it has a step label, and its weight (``whowhen_weight`` if so, else 1, times
+    its own ``weight``)."""
+    has_step = torch.zeros(batch.num_graphs).index_add_(0, blame_graph(batch), batch.step_y) > 0
+    return has_step, torch.where(has_step, settings.whowhen_weight, 1.0) * batch.weight
+
+
 def _loss(model: LogGNN, batch, settings: LogTrainSettings) -> torch.Tensor:
     step, agent = model(batch)
     graph_of, agents_of = blame_graph(batch), agent_graph(batch)
-    has_step = torch.zeros(batch.num_graphs).index_add_(0, graph_of, batch.step_y) > 0
-    weight = torch.where(has_step, settings.whowhen_weight, 1.0) * batch.weight
+    has_step, weight = _log_weights(batch, settings)
     known = ~torch.isnan(batch.agent_y)
     bce = torch.nn.functional.binary_cross_entropy_with_logits(agent[known], batch.agent_y[known], reduction="none")
     agent_loss = (bce * weight[agents_of[known]]).sum() / weight[agents_of[known]].sum().clamp_min(1e-6)
@@ -211,11 +217,10 @@ def predict(model: LogGNN, graphs: Sequence[LogData], calibrated: bool = True, b
 
 
 def _fit_trees(graphs: Sequence[LogData], settings: LogTrainSettings) -> AgentTrees:
-    """The agent trees on the training logs, each agent weighted as :func:`_loss` weights its log."""
+    """The agent trees on the training logs, each agent weighted as its log (:func:`_log_weights`)."""
     tables, labels, weights = [], [], []
     for batch in _batches(graphs, 512):
-        has_step = torch.zeros(batch.num_graphs).index_add_(0, blame_graph(batch), batch.step_y) > 0
-        log_weight = torch.where(has_step, settings.whowhen_weight, 1.0) * batch.weight
+        _, log_weight = _log_weights(batch, settings)
         tables.append(agent_table(batch))
         labels.append(batch.agent_y.numpy())
         weights.append(log_weight[agent_graph(batch)].numpy())

@@ -39,7 +39,18 @@ from rrsi.graph.log_lexical import LEXICAL_FEATURES, lexical_rows
 from rrsi.schema import Trace
 from rrsi.traces.agent_names import is_context_step
 
-__all__ = ["NODE_FEATURES", "RELATIONS", "IN_DIM", "LogData", "LabelledLog", "log_graph", "log_agents", "final_answer"]
+__all__ = [
+    "NODE_FEATURES",
+    "RELATIONS",
+    "IN_DIM",
+    "LogData",
+    "LabelledLog",
+    "log_graph",
+    "log_agents",
+    "final_answer",
+    "blame_graph",
+    "agent_graph",
+]
 
 RELATIONS: tuple[str, ...] = ("reply", "same_speaker", "addressing")
 RELATION_FEATURES: tuple[str, ...] = (
@@ -91,6 +102,18 @@ class LogData(Data):
         if key == "agent_of":
             return int(self.agent_y.numel())
         return super().__inc__(key, value, *args, **kwargs)
+
+
+def blame_graph(batch) -> torch.Tensor:
+    """``[M]``: the log of each blameable node of ``batch`` (all 0 for one unbatched log)."""
+    batched = getattr(batch, "batch", None)
+    return batched[batch.blame_node] if batched is not None else torch.zeros_like(batch.blame_node)
+
+
+def agent_graph(batch) -> torch.Tensor:
+    """``[A]``: the log of each agent of ``batch`` (all 0 for one unbatched log)."""
+    n_agents = batch.agent_y.numel()
+    return torch.zeros(n_agents, dtype=torch.long).scatter_(0, batch.agent_of, blame_graph(batch))
 
 
 def log_agents(trace: Trace) -> list[str]:

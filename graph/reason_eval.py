@@ -30,7 +30,7 @@ from rrsi.graph.embedding import TextEmbedder
 from rrsi.graph.log_training import kfold
 from rrsi.graph.mode_classifier import ModeClassifier
 from rrsi.graph.mode_prediction import mode_embedder, predict_modes
-from rrsi.graph.text_finding import QUOTE_CHARS, TEMPLATES, text_finding
+from rrsi.graph.text_finding import TEMPLATES, text_finding
 from rrsi.traces.whowhen import WhoWhenLog
 
 __all__ = ["REASON_METHODS", "reason_texts", "evaluate_reasons"]
@@ -38,9 +38,12 @@ __all__ = ["REASON_METHODS", "reason_texts", "evaluate_reasons"]
 REASON_METHODS = ("finding", "finding_with_words", "restated_step", "any_mode", "other_reason")
 
 
-def reason_texts(model: ModeClassifier, log: WhoWhenLog, other: WhoWhenLog) -> dict[str, str] | None:
-    """Each method's text for ``log`` (``other``: the log whose reason is the floor); ``None`` when the
-    labelled step is not one of the labelled agent's blameable steps."""
+def reason_texts(
+    model: ModeClassifier, log: WhoWhenLog, other: WhoWhenLog, modes_embedder: TextEmbedder | None = None
+) -> dict[str, str] | None:
+    """Each method's text for ``log`` (``other``: the log whose reason is the floor; ``modes_embedder``: what
+    the classifier reads messages with, default :func:`~rrsi.graph.mode_prediction.mode_embedder`); ``None``
+    when the labelled step is not one of the labelled agent's blameable steps."""
     labels = log.labels
     ids = [s.step_id for s in log.trace.steps]
     if labels is None or labels.mistake_step_id not in ids:
@@ -48,9 +51,10 @@ def reason_texts(model: ModeClassifier, log: WhoWhenLog, other: WhoWhenLog) -> d
     at = ids.index(labels.mistake_step_id)
     if log.trace.steps[at].agent != labels.mistake_agent or at not in log.blameable:
         return None
-    (prediction,) = predict_modes(model, log.trace, [labels.mistake_agent], log.question, mode_embedder())
+    agents = [labels.mistake_agent]
+    (prediction,) = predict_modes(model, log.trace, agents, log.question, modes_embedder or mode_embedder())
     finding = text_finding(log.trace, prediction, at, labels.mistake_agent_original)
-    words = " ".join(log.trace.steps[at].scratchpad.split())[:QUOTE_CHARS]
+    words = finding.evidence[1:-1]  # the quote without its quotation marks
     said = f"{finding.root_cause} {finding.correction}"
     return {
         "finding": said,
@@ -69,9 +73,9 @@ def evaluate_reasons(
         ``{"logs": n, "skipped": k, "methods": {name: (mean, std over folds)}, "per_log": {name: [...]}}``.
     """
     annotated = [log for log in logs if log.labels is not None and log.labels.mistake_reason.strip()]
-    rows, kept = [], []
+    rows, kept, modes_embedder = [], [], mode_embedder()
     for k, log in enumerate(annotated):
-        texts = reason_texts(model, log, annotated[(k + 1) % len(annotated)])
+        texts = reason_texts(model, log, annotated[(k + 1) % len(annotated)], modes_embedder)
         if texts is not None:
             rows.append(texts)
             kept.append(log)

@@ -17,6 +17,8 @@ import sqlite3
 import time
 from collections.abc import Iterable
 
+from rrsi.new_rows import stored_record_ids
+
 __all__ = ["HeldRows", "SCHEMA_V4", "LETTER_KINDS", "HELD_KIND", "HeldRecord"]
 
 SCHEMA_V4 = """
@@ -46,7 +48,7 @@ def write_held(cur: sqlite3.Cursor, held: list[HeldRecord], limit: int) -> list[
         return []
     room = limit - cur.execute("SELECT COUNT(*) FROM held_records").fetchone()[0]
     over, now = [], time.time()
-    stored = _stored(cur, [record_id for record_id, _, _ in held])
+    stored = stored_record_ids(cur, [record_id for record_id, _, _ in held])
     for i, (record_id, agent, body) in enumerate(held):
         if record_id in stored:
             continue
@@ -56,16 +58,6 @@ def write_held(cur: sqlite3.Cursor, held: list[HeldRecord], limit: int) -> list[
         cur.execute("INSERT OR IGNORE INTO held_records VALUES (?,?,?,?)", (record_id, agent, now, body))
         room -= cur.rowcount
     return over
-
-
-def _stored(cur: sqlite3.Cursor, ids: list[str], chunk: int = 500) -> set[str]:
-    """The ids among ``ids`` already in ``records``, asked ``chunk`` at a time."""
-    out: set[str] = set()
-    for start in range(0, len(ids), chunk):
-        part = ids[start : start + chunk]
-        marks = ",".join("?" * len(part))
-        out.update(row[0] for row in cur.execute(f"SELECT record_id FROM records WHERE record_id IN ({marks})", part))
-    return out
 
 
 def write_letters(cur: sqlite3.Cursor, letters: Iterable[tuple[str | None, str, str, str]]) -> int:

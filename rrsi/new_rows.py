@@ -12,7 +12,15 @@ from dataclasses import dataclass, field
 
 from rrsi.schema import TraceOutcome
 
-__all__ = ["Stored", "new_records", "changed_outcomes", "record_row", "outcome_row", "UPSERT_OUTCOME"]
+__all__ = [
+    "Stored",
+    "stored_record_ids",
+    "new_records",
+    "changed_outcomes",
+    "record_row",
+    "outcome_row",
+    "UPSERT_OUTCOME",
+]
 
 _CHUNK = 500  # ids per IN (...) query
 UPSERT_OUTCOME = (
@@ -38,12 +46,18 @@ def _chunks(ids: list[str]):
         yield chunk, ",".join("?" * len(chunk))
 
 
-def new_records(cur: sqlite3.Cursor, records: list) -> list[int]:
-    """Indices of the records not stored yet (the first of a batch's repeats)."""
-    ids = [r.record_id for r in records]
+def stored_record_ids(cur: sqlite3.Cursor, ids: list[str]) -> set[str]:
+    """The ids among ``ids`` already in ``records``, asked :data:`_CHUNK` at a time."""
     seen: set[str] = set()
     for chunk, marks in _chunks(ids):
         seen.update(r for (r,) in cur.execute(f"SELECT record_id FROM records WHERE record_id IN ({marks})", chunk))
+    return seen
+
+
+def new_records(cur: sqlite3.Cursor, records: list) -> list[int]:
+    """Indices of the records not stored yet (the first of a batch's repeats)."""
+    ids = [r.record_id for r in records]
+    seen = stored_record_ids(cur, ids)
     fresh = []
     for i, rid in enumerate(ids):
         if rid not in seen:
