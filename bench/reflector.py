@@ -15,6 +15,14 @@ equal the old path's. ``--int8`` adds the new path on a dynamically int8-quantiz
 
     python bench/reflector.py [--incidents 8] [--agents 6] [--threads 2] [--batch 0] [--int8]
         [--scenario long-chain] [--adapter default|PATH|none] [--precision auto|fp32|bf16]
+
+``--text N`` measures the reflection of N text incidents instead (traces that failed in words only,
+as OTLP or LangChain apps report them): each is ``--traces`` made-up debate logs of 10 steps; the
+hub's log GNN blames an agent per trace and the findings name each blamed agent's failure mode,
+by the shipped reader (MiniLM with LoRA, what the hub serves) and, as the baseline in the same
+run, by the MLP classifier on averaged static-MiniLM vectors. Printed: p50 and p90 per incident.
+
+    python bench/reflector.py --text 20 [--traces 1] [--threads 2]
 """
 
 from __future__ import annotations
@@ -98,6 +106,34 @@ def run_path(reflector: LMReflector, preps: list, batch: int) -> dict:
     return {"joints": joints, "valid": sum(j is not None for j in joints), **figures}
 
 
+def bench_text(n: int, traces: int) -> dict:
+    """Findings of ``n`` text incidents of ``traces`` 10-step logs: reader against classifier (module docstring)."""
+    from log_gnn import made_up_log
+
+    from rrsi.graph.log_serving import LogServing
+    from rrsi.graph.mode_prediction import ClassifierModes, ReaderModes, default_mode_classifier, mode_embedder
+    from rrsi.graph.mode_reader import ModeReader
+    from rrsi.traces.aegis import parse_aegis
+
+    logs = [parse_aegis(made_up_log(k, 10), f"text:{k}").trace for k in range(n * traces)]
+    groups = [logs[k * traces : (k + 1) * traces] for k in range(n)]
+    models = {
+        "reader": ReaderModes(ModeReader()),
+        "classifier": ClassifierModes(default_mode_classifier(), mode_embedder()),
+    }
+    out = {}
+    for name, modes in models.items():
+        serving = LogServing(modes=modes)
+        serving.findings(groups[0], serving.attribute(groups[0]))  # warm: models and tables loaded
+        ms = []
+        for group in groups:
+            t0 = time.perf_counter()
+            found = serving.findings(group, serving.attribute(group))
+            ms.append(1e3 * (time.perf_counter() - t0))
+        out[name] = {"p50_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)), "findings": len(found)}
+    return {"text_incidents": n, "traces": traces, "steps": 10, **out}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--incidents", type=int, default=8)
@@ -108,8 +144,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=0, help="also decode this many incidents at a time")
     parser.add_argument("--int8", action="store_true", help="add the new path on an int8-quantized model")
     parser.add_argument("--precision", choices=["auto", "fp32", "bf16"], default="auto")
+    parser.add_argument("--text", type=int, default=0, help="measure this many text incidents instead")
+    parser.add_argument("--traces", type=int, default=1, help="traces per text incident")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
+    if args.text:
+        print(json.dumps(bench_text(args.text, args.traces), indent=2))
+        return
     scenario = bundled_scenario(args.scenario)
     registry = scenario_registry(scenario)
     adapter = None if args.adapter == "none" else resolve_adapter(args.adapter)

@@ -91,14 +91,14 @@ def log_gnn_results(items: list, model_path: str | None) -> list[tuple]:
 def findings(results: list[tuple], tasks: dict[str, str]) -> dict[str, dict]:
     """Label → the blamed agent's failure mode and what to do (a :class:`~rrsi.graph.text_finding.TextFinding`
     as a dict), for each ``(label, trace, names, LogAttribution)`` of :func:`log_gnn_results`, by the shipped
-    mode classifier; the finding starts at the decisive step when it is the blamed agent's."""
-    model, embedder, out = mode_prediction.default_mode_classifier(), mode_prediction.mode_embedder(), {}
+    mode model; the finding starts at the decisive step when it is the blamed agent's."""
+    model, out = mode_prediction.default_mode_model(), {}
     for label, trace, names, result in results:
         blamed = result.as_attribution()
         ids = [s.step_id for s in trace.steps]
         at = ids.index(blamed.decisive_step) if blamed.decisive_step in ids else None
         step = at if at is not None and trace.steps[at].agent == blamed.root_agent else None
-        (prediction,) = mode_prediction.predict_modes(model, trace, [blamed.root_agent], tasks.get(label, ""), embedder)
+        (prediction,) = model.predict(trace, [blamed.root_agent], tasks.get(label, ""))
         name = names.get(blamed.root_agent, blamed.root_agent)
         out[label] = text_finding.text_finding(trace, prediction, step, name).model_dump()
     return out

@@ -4,7 +4,9 @@
 shape out over AEGIS faulty agents) and prints the summary over held-out shapes (mean ± std) and the
 per-shape table, 14-way and family accuracy for the majority mode, the MiniLM-linear baseline and
 the MLP. ``rrsi train-modes --aegis FILE`` trains the MLP on every faulty agent and saves it (the
-file shipped as ``graph/models/mode_classifier.npz`` is made this way).
+file shipped as ``graph/models/mode_classifier.npz`` is made this way). With ``--reader`` both commands
+do the same for the reader (MiniLM with LoRA adapters, :mod:`rrsi.graph.mode_reader`) on ``--device``;
+``graph/models/mode_reader.pt`` is that recipe trained on a GPU.
 
 ``rrsi eval reasons --whowhen DIR`` runs :func:`rrsi.graph.reason_eval.evaluate_reasons`: the
 findings' root causes against Who&When's human ``mistake_reason``, beside a restated-step baseline.
@@ -23,12 +25,16 @@ from tqdm import tqdm
 
 from rrsi.cli import lazy
 from rrsi.cli.options import console, positive_int, write_json
+from rrsi.errors import UserError
 
 __all__ = ["register", "run_eval_modes", "run_eval_reasons", "run_train_modes", "print_modes"]
 
 mode_corpus = lazy.LazyModule("rrsi.graph.mode_corpus")
 mode_eval = lazy.LazyModule("rrsi.graph.mode_eval")
 mode_classifier = lazy.LazyModule("rrsi.graph.mode_classifier")
+mode_reader = lazy.LazyModule("rrsi.graph.mode_reader")
+mode_reader_training = lazy.LazyModule("rrsi.graph.mode_reader_training")
+aegis = lazy.LazyModule("rrsi.traces.aegis")
 mode_prediction = lazy.LazyModule("rrsi.graph.mode_prediction")
 reason_eval = lazy.LazyModule("rrsi.graph.reason_eval")
 whowhen = lazy.LazyModule("rrsi.traces.whowhen")
@@ -47,6 +53,25 @@ def _examples(args: argparse.Namespace) -> list:
     return examples
 
 
+def _reader_corpus(args: argparse.Namespace):
+    import torch
+
+    from rrsi.devices import resolve_device
+    from rrsi.graph.mode_reader_net import ReaderConfig
+
+    torch.set_num_threads(args.threads)
+    args.device = resolve_device(args.device)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise UserError(f"--device: {args.device} asked for, but torch sees no GPU here; accepted: auto, cpu, cuda[:N]")
+    logs, skipped = aegis.load_aegis_dir(args.aegis)
+    for e in skipped[:20]:
+        console.print(f"[yellow]skipped[/yellow] {e}")
+    config = ReaderConfig(seed=args.seed)
+    corpus = mode_reader.reader_corpus(logs, config.max_len)
+    console.print(f"{len(corpus.groups)} faulty agents with a MAST mode; the reader trains on {args.device}")
+    return corpus, config
+
+
 def _pct(pair: tuple[float, float]) -> str:
     return f"{100 * pair[0]:.1f} ± {100 * pair[1]:.1f}"
 
@@ -62,20 +87,23 @@ def print_modes(result: dict) -> None:
     groups = Table(title="per held-out team shape: mode / family accuracy (%)")
     groups.add_column("team shape")
     groups.add_column("agents", justify="right")
-    for name in mode_eval.MODE_METHODS:
+    methods = list(result["summary"])
+    for name in methods:
         groups.add_column(name, justify="right")
     for group, t in result["groups"].items():
-        cells = (f"{100 * t[m]['mode']:.1f} / {100 * t[m]['family']:.1f}" for m in mode_eval.MODE_METHODS)
+        cells = (f"{100 * t[m]['mode']:.1f} / {100 * t[m]['family']:.1f}" for m in methods)
         groups.add_row(group[:60], str(t["examples"]), *cells)
     console.print(groups)
 
 
 def run_eval_modes(args: argparse.Namespace) -> int:
-    """``rrsi eval modes --aegis FILE [--json OUT]``."""
-    examples = _examples(args)
-    result = mode_eval.evaluate_modes(
-        examples, args.min_group, args.seed, lambda g: console.print(f"[dim]held out {g[:60]}: done[/dim]")
-    )
+    """``rrsi eval modes --aegis FILE [--reader --device D] [--json OUT]``."""
+    done = lambda g, *_: console.print(f"[dim]held out {g[:60]}: done[/dim]")  # noqa: E731
+    if args.reader:
+        corpus, config = _reader_corpus(args)
+        result = mode_reader_training.evaluate_reader(corpus, config, args.device, args.min_group, done)
+    else:
+        result = mode_eval.evaluate_modes(_examples(args), args.min_group, args.seed, done)
     print_modes(result)
     if args.json:
         write_json(args.json, result)
@@ -85,7 +113,7 @@ def run_eval_modes(args: argparse.Namespace) -> int:
 def run_eval_reasons(args: argparse.Namespace) -> int:
     """``rrsi eval reasons --whowhen DIR [--json OUT]``."""
     logs, errors = whowhen.load_whowhen_dir(args.whowhen)
-    model = mode_prediction.default_mode_classifier()
+    model = mode_prediction.default_mode_model()
     result = reason_eval.evaluate_reasons(logs, model, embedding.default_embedder(), args.folds, args.seed)
     table = Table(title=f"root cause against mistake_reason: {result['logs']} logs, MiniLM cosine, {args.folds} folds")
     table.add_column("method")
@@ -102,7 +130,13 @@ def run_eval_reasons(args: argparse.Namespace) -> int:
 
 
 def run_train_modes(args: argparse.Namespace) -> int:
-    """``rrsi train-modes --aegis FILE [--out FILE]``: train the MLP on every faulty agent and save it."""
+    """``rrsi train-modes --aegis FILE [--reader --device D] [--out FILE]``: train on every faulty agent, save."""
+    if args.reader:
+        corpus, config = _reader_corpus(args)
+        out = args.out or mode_prediction.default_mode_classifier_path().with_name("mode_reader.pt")
+        path, trained_on = mode_reader_training.train_reader_on(corpus, config, out, args.device)
+        console.print(f"failure-mode reader: {trained_on}; saved to {path}")
+        return 0
     examples = _examples(args)
     config = mode_eval.method_configs(args.seed)["mlp"]
     x = np.stack([e.x for e in examples])
@@ -119,6 +153,14 @@ def _common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cache", help="file of cached message vectors (default: under RRSI_HOME/cache/log-gnn)")
     parser.add_argument("--threads", type=positive_int, default=1, help="torch threads (default 1)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--reader", action="store_true", help="the reader (MiniLM + LoRA over each agent's words) instead of the MLP"
+    )
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="torch device the reader trains on: auto (a GPU where torch sees one), cpu, cuda",
+    )
 
 
 def _eval_kinds(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
@@ -134,7 +176,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``train-modes`` and ``eval modes``."""
     train = subparsers.add_parser("train-modes", help="train the failure-mode classifier on AEGIS faulty agents")
     _common(train)
-    train.add_argument("--out", help="file to write (default: RRSI_HOME/models/mode_classifier.npz)")
+    train.add_argument(
+        "--out", help="file to write (default: RRSI_HOME/models/mode_classifier.npz, with --reader mode_reader.pt)"
+    )
     train.set_defaults(func=run_train_modes)
     ev = _eval_kinds(subparsers).add_parser(
         "modes", help="failure modes of AEGIS faulty agents: leave one team shape out, majority and MiniLM baselines"

@@ -27,7 +27,7 @@ from rrsi.graph.log_gnn import LogGNN
 from rrsi.graph.log_gnn_training import default_log_gnn, gnn_embedder
 from rrsi.graph.log_graph import log_agents
 from rrsi.graph.mode_features import agent_steps
-from rrsi.graph.mode_prediction import default_mode_classifier, mode_embedder, predict_modes
+from rrsi.graph.mode_prediction import ModeModel, default_mode_model
 from rrsi.graph.text_finding import text_finding
 from rrsi.schema import Attribution, Finding, Trace
 
@@ -45,12 +45,13 @@ def trace_task(trace: Trace) -> str:
 
 
 class LogServing:
-    """Attributions of text failures by a log GNN (the shipped one, or ``path``)."""
+    """Attributions of text failures by a log GNN (the shipped one, or ``path``), and findings whose modes
+    ``modes`` names (the shipped mode model by default)."""
 
-    def __init__(self, path: str | Path | None = None) -> None:
+    def __init__(self, path: str | Path | None = None, modes: ModeModel | None = None) -> None:
         self.model: LogGNN = default_log_gnn() if path is None else LogGNN.load(path)[0]
         self.embedder = gnn_embedder(self.model.config)
-        self._modes = None
+        self._modes = modes  # the shipped default (:func:`default_mode_model`) at the first finding
 
     def attribute(self, traces: list[Trace]) -> list[Attribution]:
         """One attribution per trace (agent blame = P(faulty), step blame = P(decisive)), batched."""
@@ -65,16 +66,15 @@ class LogServing:
             if a.root_agent not in best or p > best[a.root_agent][0]:
                 best[a.root_agent] = (p, t, a)
         if self._modes is None:
-            self._modes = default_mode_classifier(), mode_embedder()
+            self._modes = default_mode_model()
         return [self._finding(trace, agent, a) for agent, (_, trace, a) in best.items()]
 
     def _finding(self, trace: Trace, agent: str, attribution: Attribution) -> Finding:
-        model, embedder = self._modes
-        prediction = predict_modes(model, trace, [agent], trace_task(trace), embedder)[0]
+        prediction = self._modes.predict(trace, [agent], trace_task(trace))[0]
         at = max(agent_steps(trace, agent), key=lambda i: attribution.step_blame.get(trace.steps[i].step_id, 0.0))
         found = text_finding(trace, prediction, at)
         return Finding(
             agent=agent, mode=found.mode, mode_name=found.mode_name, family=found.family, trace_id=trace.trace_id,
             step_id=trace.steps[at].step_id, root_cause=found.root_cause, correction=found.correction,
-            evidence=found.evidence, confidence=found.confidence, model="mode_classifier",
+            evidence=found.evidence, confidence=found.confidence, model=self._modes.name,
         )  # fmt: skip

@@ -25,7 +25,7 @@ from rrsi.graph.vector_cache import VectorCache, default_vector_cache_path
 from rrsi.traces.aegis import AegisLog, load_aegis_dir
 from rrsi.traces.loading import LoadError
 
-__all__ = ["ModeExample", "mode_examples", "load_mode_corpus", "mode_vectors"]
+__all__ = ["ModeExample", "labelled_modes", "mode_examples", "load_mode_corpus", "mode_vectors"]
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,8 @@ def mode_vectors(cache: str | Path | None = None) -> VectorCache:
     return VectorCache(StaticEmbedder(max_tokens=256), cache or default_vector_cache_path("static-256"))
 
 
-def _modes(types: Sequence[str]) -> tuple[str, ...]:
+def labelled_modes(types: Sequence[str]) -> tuple[str, ...]:
+    """The MAST codes among an agent's labelled error types, once each, in order (others dropped)."""
     return tuple(dict.fromkeys(t.strip().upper() for t in types if t.strip().upper() in MODES))
 
 
@@ -59,7 +60,7 @@ def mode_examples(logs: Sequence[AegisLog], vectors: VectorCache, on_batch: Call
         start += len(group)
         team = "+".join(sorted(log.team))
         for agent in sorted(log.labels.faulty):
-            modes = _modes(log.labels.error_types.get(agent, ()))
+            modes = labelled_modes(log.labels.error_types.get(agent, ()))
             if modes:
                 out.append(ModeExample(log.name, team, agent, modes, mode_features(log.trace, agent, v)))
     return out

@@ -1,9 +1,13 @@
-"""The failure mode of each blamed agent of a text log, by the classifier shipped in the package.
+"""The failure mode of each blamed agent of a text log, by a model shipped in the package.
 
-:func:`default_mode_classifier` loads ``graph/models/mode_classifier.npz`` (its card beside it;
-``rrsi train-modes --aegis FILE`` reproduces it) and reads nothing outside the package.
-:func:`predict_modes` embeds the log's messages once (static MiniLM, the classifier's embedder) and
-returns, per agent, the most probable MAST mode, its family, the probability and the runner-up modes.
+Two models answer the same question (:class:`ModeModel`): the reader (:class:`ReaderModes`,
+MiniLM with LoRA adapters reading the agent's messages in context, ``graph/models/mode_reader.pt``)
+and the classifier (:class:`ClassifierModes`, an MLP on averaged static-MiniLM vectors and
+context features, ``graph/models/mode_classifier.npz``). :func:`default_mode_model` serves the
+reader, which scores higher leave-one-team-shape-out (``docs/results.md``), and falls back to the
+classifier when the reader's adapter is not in the package; neither reads anything outside it.
+Each returns, per agent, the most probable MAST mode, its family, the probability and the
+runner-up modes.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
@@ -20,12 +25,18 @@ from rrsi.graph.failure_modes import MODE_CODES, family_of
 from rrsi.graph.log_features import step_texts
 from rrsi.graph.mode_classifier import ModeClassifier
 from rrsi.graph.mode_features import mode_features
+from rrsi.graph.mode_reader import SHIPPED_MODE_READER, ModeReader
 from rrsi.graph.static_embedding import StaticEmbedder
 from rrsi.schema import Trace
 
 __all__ = [
     "SHIPPED_MODE_MODEL",
     "ModePrediction",
+    "ModeModel",
+    "ClassifierModes",
+    "ReaderModes",
+    "default_mode_model",
+    "ranked_predictions",
     "default_mode_classifier",
     "default_mode_classifier_path",
     "mode_embedder",
@@ -84,10 +95,59 @@ def predict_modes(
     if vectors is None:
         vectors = (embedder or mode_embedder()).embed(step_texts(trace, task))
     x = np.stack([mode_features(trace, agent, vectors) for agent in agents])
+    return ranked_predictions(agents, model.probabilities(x))
+
+
+def ranked_predictions(agents: Sequence[str], probabilities: np.ndarray) -> list[ModePrediction]:
+    """One :class:`ModePrediction` per agent from its row of ``[len(agents), 14]`` mode probabilities."""
     out = []
-    for agent, p in zip(agents, model.probabilities(x)):
+    for agent, p in zip(agents, probabilities):
         order = np.argsort(-p)
         code = MODE_CODES[order[0]]
         runners = tuple((MODE_CODES[k], float(p[k])) for k in order[1:3])
         out.append(ModePrediction(agent, code, family_of(code), float(p[order[0]]), runners))
     return out
+
+
+class ModeModel(Protocol):
+    """What names the failure modes of a log's agents."""
+
+    name: str
+
+    def predict(self, trace: Trace, agents: Sequence[str], task: str = "") -> list[ModePrediction]:
+        """The mode of each of ``agents`` in ``trace`` (``task``: the question the log answers)."""
+        ...
+
+
+@dataclass
+class ClassifierModes:
+    """The MLP classifier (:mod:`rrsi.graph.mode_classifier`) and the embedder its features read with."""
+
+    model: ModeClassifier
+    embedder: TextEmbedder
+    name: str = "mode_classifier"
+
+    def predict(self, trace: Trace, agents: Sequence[str], task: str = "") -> list[ModePrediction]:
+        return predict_modes(self.model, trace, agents, task, self.embedder)
+
+
+@dataclass
+class ReaderModes:
+    """The reader (:mod:`rrsi.graph.mode_reader`): MiniLM with LoRA adapters over each agent's window."""
+
+    reader: ModeReader
+    name: str = "mode_reader"
+
+    def predict(self, trace: Trace, agents: Sequence[str], task: str = "") -> list[ModePrediction]:
+        return ranked_predictions(agents, self.reader.probabilities([(trace, a, task) for a in agents]))
+
+
+def default_mode_model() -> ModeModel:
+    """The reader shipped in the package, else (no adapter file there) the shipped classifier.
+
+    Raises:
+        UserError: neither model's file can be read.
+    """
+    if SHIPPED_MODE_READER.exists():
+        return ReaderModes(ModeReader(SHIPPED_MODE_READER))
+    return ClassifierModes(default_mode_classifier(), mode_embedder())

@@ -28,8 +28,7 @@ import numpy as np
 
 from rrsi.graph.embedding import TextEmbedder
 from rrsi.graph.log_training import kfold
-from rrsi.graph.mode_classifier import ModeClassifier
-from rrsi.graph.mode_prediction import mode_embedder, predict_modes
+from rrsi.graph.mode_prediction import ModeModel
 from rrsi.graph.text_finding import TEMPLATES, text_finding
 from rrsi.traces.whowhen import WhoWhenLog
 
@@ -38,12 +37,9 @@ __all__ = ["REASON_METHODS", "reason_texts", "evaluate_reasons"]
 REASON_METHODS = ("finding", "finding_with_words", "restated_step", "any_mode", "other_reason")
 
 
-def reason_texts(
-    model: ModeClassifier, log: WhoWhenLog, other: WhoWhenLog, modes_embedder: TextEmbedder | None = None
-) -> dict[str, str] | None:
-    """Each method's text for ``log`` (``other``: the log whose reason is the floor; ``modes_embedder``: what
-    the classifier reads messages with, default :func:`~rrsi.graph.mode_prediction.mode_embedder`); ``None``
-    when the labelled step is not one of the labelled agent's blameable steps."""
+def reason_texts(model: ModeModel, log: WhoWhenLog, other: WhoWhenLog) -> dict[str, str] | None:
+    """Each method's text for ``log`` (``model`` names the mode; ``other``: the log whose reason is the
+    floor); ``None`` when the labelled step is not one of the labelled agent's blameable steps."""
     labels = log.labels
     ids = [s.step_id for s in log.trace.steps]
     if labels is None or labels.mistake_step_id not in ids:
@@ -52,7 +48,7 @@ def reason_texts(
     if log.trace.steps[at].agent != labels.mistake_agent or at not in log.blameable:
         return None
     agents = [labels.mistake_agent]
-    (prediction,) = predict_modes(model, log.trace, agents, log.question, modes_embedder or mode_embedder())
+    (prediction,) = model.predict(log.trace, agents, log.question)
     finding = text_finding(log.trace, prediction, at, labels.mistake_agent_original)
     words = finding.evidence[1:-1]  # the quote without its quotation marks
     said = f"{finding.root_cause} {finding.correction}"
@@ -65,7 +61,7 @@ def reason_texts(
 
 
 def evaluate_reasons(
-    logs: Sequence[WhoWhenLog], model: ModeClassifier, embedder: TextEmbedder, folds: int = 5, seed: int = 0
+    logs: Sequence[WhoWhenLog], model: ModeModel, embedder: TextEmbedder, folds: int = 5, seed: int = 0
 ) -> dict:
     """The module docstring's comparison over the annotated logs of ``logs`` that have a reason.
 
@@ -73,9 +69,9 @@ def evaluate_reasons(
         ``{"logs": n, "skipped": k, "methods": {name: (mean, std over folds)}, "per_log": {name: [...]}}``.
     """
     annotated = [log for log in logs if log.labels is not None and log.labels.mistake_reason.strip()]
-    rows, kept, modes_embedder = [], [], mode_embedder()
+    rows, kept = [], []
     for k, log in enumerate(annotated):
-        texts = reason_texts(model, log, annotated[(k + 1) % len(annotated)], modes_embedder)
+        texts = reason_texts(model, log, annotated[(k + 1) % len(annotated)])
         if texts is not None:
             rows.append(texts)
             kept.append(log)

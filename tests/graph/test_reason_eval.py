@@ -8,7 +8,7 @@ import json
 import numpy as np
 
 from rrsi.cli import main
-from rrsi.graph.mode_prediction import default_mode_classifier
+from rrsi.graph.mode_prediction import ClassifierModes, default_mode_classifier, mode_embedder
 from rrsi.graph.reason_eval import REASON_METHODS, evaluate_reasons, reason_texts
 from rrsi.graph.text_finding import TEMPLATES
 from rrsi.traces.whowhen import load_whowhen
@@ -28,7 +28,7 @@ def _logs(folder, n: int, **overrides):
 def test_each_method_reads_its_own_text_and_the_floor_reads_another_logs_reason(tmp_path):
     (log,) = _logs(tmp_path, 1)
     other = _load(tmp_path, "o.json", mistake_reason="The plan skipped a check.")
-    texts = reason_texts(default_mode_classifier(), log, other)
+    texts = reason_texts(ClassifierModes(default_mode_classifier(), mode_embedder()), log, other)
     assert set(texts) == set(REASON_METHODS) - {"any_mode"}
     assert texts["restated_step"] == "```python print(len([2, 4])) ```"
     assert texts["finding_with_words"].startswith(texts["finding"]) and texts["finding_with_words"].endswith("```")
@@ -40,7 +40,8 @@ def test_a_reason_that_restates_the_step_scores_one_for_the_baseline(hash_embedd
     step_words = "```python print(len([2, 4])) ```"
     logs = _logs(tmp_path, 6, mistake_reason=step_words)
     wrong_step = _load(tmp_path, "w.json", mistake_step="0", mistake_reason=step_words)  # step 0: the planner's
-    result = evaluate_reasons([*logs, wrong_step], default_mode_classifier(), hash_embedder, folds=3)
+    classifier = ClassifierModes(default_mode_classifier(), mode_embedder())
+    result = evaluate_reasons([*logs, wrong_step], classifier, hash_embedder, folds=3)
     assert result["logs"] == 6 and result["skipped"] == 1
     assert list(result["methods"]) == list(REASON_METHODS)
     assert abs(result["methods"]["restated_step"][0] - 1.0) < 1e-5
