@@ -31,7 +31,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from rrsi.hub.client import HubClient
 from rrsi.hub.hub import HubActor
-from rrsi.hub.receiver import OtlpReceiver
+from rrsi.hub.receiver import OtlpReceiver, freeze_heap
 from rrsi.store import Store
 from rrsi.traces.otel import map_spans
 from rrsi.traces.otlp import decode_request
@@ -182,6 +182,7 @@ def main() -> None:
         for a in AGENTS:
             ray.get(actor.register_agent.remote(a))
         with OtlpReceiver(hub, port=0, token=TOKEN) as receiver:
+            freeze_heap()  # as rrsi hub start --otlp does once it serves
             closed = (args.requests, args.traces, args.spans, 0)
             cpu = time.process_time()
             seconds = _in_sender_process(_closed_loop, receiver.port, closed, args.senders)

@@ -53,6 +53,7 @@ def beside_hub(args: argparse.Namespace, hub):
     if host not in ("127.0.0.1", "localhost", "::1"):
         console.print(f"[yellow]warning:[/yellow] the OTLP receiver listens on {host}: reachable beyond this machine")
     server = receiver.OtlpReceiver(client.HubClient(hub), host=host, port=port).start()
+    receiver.freeze_heap()  # start-up is over: full collections no longer walk what it imported
     console.print(
         f"OTLP receiver at {server.url} (POST /v1/traces, GET /v1/params); send 'Authorization: Bearer <hub "
         f"token>' ({auth.token_source()})"

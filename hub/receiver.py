@@ -47,6 +47,7 @@ spans to the ``version`` it ran with.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import threading
@@ -62,7 +63,7 @@ from rrsi.hub.group_commit import GroupCommit
 from rrsi.hub.span_intake import Accepted, SpanIntake
 from rrsi.traces.otlp import UnsupportedEncoding, encode_response, encode_status, media_type
 
-__all__ = ["OtlpReceiver"]
+__all__ = ["OtlpReceiver", "freeze_heap"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,19 @@ MAX_BODY_BYTES = 32 * 2**20
 LOG_EVERY_S = 10.0
 _REASONS_SHOWN = 5
 _GRPC_INVALID_ARGUMENT, _GRPC_UNAUTHENTICATED, _GRPC_UNAVAILABLE = 3, 16, 14
+
+
+def freeze_heap() -> int:
+    """Put every object alive now out of the garbage collector's reach (:func:`gc.freeze`); how many.
+
+    A service process that imported Ray, torch and the rest holds millions of long-lived objects, and
+    each full collection walks them all while the requests in flight wait (the receiver's p99).
+    ``rrsi hub start --otlp`` calls this once, after start-up; objects made later are collected as
+    usual. A library user's process is left as it is: call it there only where the same holds.
+    """
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
 
 
 def _reason(exc: Exception) -> str:

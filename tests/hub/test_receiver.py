@@ -309,3 +309,27 @@ def test_a_receiver_in_front_of_a_hub_client_registers_the_workflow_as_a_partici
         provider.shutdown()
     assert "pipeline" in {a["name"] for a in hub.agents()}, "the workflow span's participant was not registered"
     assert hub.stats()["records"] == 9  # pipeline, up and down for each of the three tasks
+
+
+def test_the_service_freezes_its_start_up_heap_once_it_serves(hub, monkeypatch):
+    import argparse
+    import gc
+
+    from rrsi.cli.otlp_cmd import beside_hub, stop
+    from rrsi.hub import client
+    from rrsi.hub.auth import hub_token
+
+    monkeypatch.setattr(client, "_call", lambda value: value)
+    gc.unfreeze()
+    assert gc.get_freeze_count() == 0
+    server = beside_hub(argparse.Namespace(otlp=("127.0.0.1", 0)), _InProcessActor(hub))
+    try:
+        frozen = gc.get_freeze_count()
+        assert frozen > 10_000, "the objects alive at start-up are out of the collector's full passes"
+        provider = provider_to(exporter("protobuf", server.url, token=hub_token()))
+        run_pipeline(provider, RemoteParams(server.url, hub_token()), range(2))
+        provider.shutdown()
+        assert hub.stats()["records"] == 6, "the receiver serves as before"
+    finally:
+        stop(server)
+        gc.unfreeze()
