@@ -70,7 +70,8 @@ class LogServing:
         return [self._finding(trace, agent, a) for agent, (_, trace, a) in best.items()]
 
     def _finding(self, trace: Trace, agent: str, attribution: Attribution) -> Finding:
-        prediction = self._modes.predict(trace, [agent], trace_task(trace))[0]
+        scores = [attribution.step_blame.get(s.step_id, 0.0) for s in trace.steps]
+        prediction = self._modes.predict(trace, [agent], trace_task(trace), scores)[0]
         at = max(agent_steps(trace, agent), key=lambda i: attribution.step_blame.get(trace.steps[i].step_id, 0.0))
         found = text_finding(trace, prediction, at)
         return Finding(

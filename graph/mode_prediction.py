@@ -114,8 +114,11 @@ class ModeModel(Protocol):
 
     name: str
 
-    def predict(self, trace: Trace, agents: Sequence[str], task: str = "") -> list[ModePrediction]:
-        """The mode of each of ``agents`` in ``trace`` (``task``: the question the log answers)."""
+    def predict(
+        self, trace: Trace, agents: Sequence[str], task: str = "", step_scores: Sequence[float] | None = None
+    ) -> list[ModePrediction]:
+        """The mode of each of ``agents`` in ``trace`` (``task``: the question the log answers; ``step_scores``:
+        the attribution's score of each step, which a model may use to choose what it reads of a long log)."""
         ...
 
 
@@ -127,8 +130,10 @@ class ClassifierModes:
     embedder: TextEmbedder
     name: str = "mode_classifier"
 
-    def predict(self, trace: Trace, agents: Sequence[str], task: str = "") -> list[ModePrediction]:
-        return predict_modes(self.model, trace, agents, task, self.embedder)
+    def predict(
+        self, trace: Trace, agents: Sequence[str], task: str = "", step_scores: Sequence[float] | None = None
+    ) -> list[ModePrediction]:
+        return predict_modes(self.model, trace, agents, task, self.embedder)  # its features average every step
 
 
 @dataclass
@@ -138,8 +143,10 @@ class ReaderModes:
     reader: ModeReader
     name: str = "mode_reader"
 
-    def predict(self, trace: Trace, agents: Sequence[str], task: str = "") -> list[ModePrediction]:
-        return ranked_predictions(agents, self.reader.probabilities([(trace, a, task) for a in agents]))
+    def predict(
+        self, trace: Trace, agents: Sequence[str], task: str = "", step_scores: Sequence[float] | None = None
+    ) -> list[ModePrediction]:
+        return ranked_predictions(agents, self.reader.probabilities([(trace, a, task) for a in agents], step_scores))
 
 
 def default_mode_model() -> ModeModel:

@@ -9,6 +9,9 @@ agents (:mod:`rrsi.graph.mode_reader_net`). Its window (:func:`reader_window`, a
 
 - ``own``: each of the agent's blameable messages in order, each cut to an equal share of the room
   the context leaves (at least 16 pieces) by keeping its head and its tail (where answers sit);
+  when the agent spoke too often for every message to get 16 pieces, the window keeps, in order,
+  the messages the attribution scored highest (``step_scores``, as the hub passes them), else the
+  first ones (training reads AEGIS logs, where this does not arise);
 - ``task``: the question the log answers (else the first step), its first 60 pieces;
 - ``previous``: the blameable message just before the agent's first turn, its first 40 pieces.
 
@@ -80,8 +83,21 @@ def _head_and_tail(ids: list[int], room: int) -> list[int]:
     return ids if len(ids) <= room else ids[: room // 2] + ids[-(room - room // 2) :]
 
 
-def reader_window(trace: Trace, agent: str, task: str, max_len: int = 384) -> tuple[list[int], list[int]]:
-    """The word pieces of ``agent``'s window in ``trace`` and their token types (the module docstring).
+def _kept(own: list[int], room: int, step_scores: Sequence[float] | None) -> tuple[list[int], int]:
+    """The agent's steps the window reads and each one's share of ``room``: all of them; or, where each would
+    get under :data:`MIN_SHARE` pieces and steps are scored, the highest-scored (ties: the earlier) that fit
+    whole with their separators, in order."""
+    if step_scores is None or room // len(own) >= MIN_SHARE:
+        return own, max(room // len(own), MIN_SHARE)
+    fit = max(1, room // (MIN_SHARE + 1))
+    return sorted(sorted(own, key=lambda i: (-step_scores[i], i))[:fit]), room // fit - 1
+
+
+def reader_window(
+    trace: Trace, agent: str, task: str, max_len: int = 384, step_scores: Sequence[float] | None = None
+) -> tuple[list[int], list[int]]:
+    """The word pieces of ``agent``'s window in ``trace`` and their token types (the module docstring);
+    ``step_scores``: one score per step of the trace (e.g. the attribution's P(decisive)).
 
     Raises:
         SchemaError: ``agent`` has no blameable step in the trace.
@@ -95,7 +111,7 @@ def reader_window(trace: Trace, agent: str, task: str, max_len: int = 384) -> tu
     if previous:
         context += [tok.sep_token_id] + _pieces(tok, trace.steps[previous[-1]].scratchpad)[:PREVIOUS_PIECES]
     room = max_len - len(context) - 3
-    share = max(room // len(own), MIN_SHARE)
+    own, share = _kept(own, room, step_scores)
     words: list[int] = []
     for i in own:
         words += _head_and_tail(_pieces(tok, trace.steps[i].scratchpad), share) + [tok.sep_token_id]
@@ -180,10 +196,12 @@ class ModeReader:
         torch.save({"state": state, "config": config.as_dict(), "trained_on": trained_on}, path)
         return path
 
-    def probabilities(self, items: Sequence[tuple[Trace, str, str]]) -> np.ndarray:
-        """``[len(items), 14]``: each ``(trace, agent, task)``'s mode probabilities (:data:`MODE_CODES` order)."""
+    def probabilities(self, items: Sequence[tuple], step_scores: Sequence[float] | None = None) -> np.ndarray:
+        """``[len(items), 14]``: each ``(trace, agent, task)``'s mode probabilities (:data:`MODE_CODES` order);
+        ``step_scores`` (one per step, for traces where an agent spoke too often to read whole) as
+        :func:`reader_window` takes them."""
         from rrsi.graph.mode_reader_net import reader_probabilities
 
-        windows = [reader_window(t, a, task, self.config.max_len) for t, a, task in items]
+        windows = [reader_window(t, a, task, self.config.max_len, step_scores) for t, a, task in items]
         arrays = _arrays(windows, np.zeros((len(windows), len(MODE_CODES)), np.float32), self.config.max_len)
         return reader_probabilities(self.net, arrays)

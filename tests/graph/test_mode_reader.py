@@ -137,3 +137,29 @@ def test_train_modes_with_the_reader_writes_an_adapter_that_serves(tmp_path, cap
     assert "6 faulty agents" in capsys.readouterr().out
     reader = ModeReader(out)
     assert reader.config == ReaderConfig() and "6 agents of 6 logs" in reader.trained_on
+
+
+def test_an_agent_that_spoke_too_often_is_read_where_the_attribution_points():
+    trajectory = [{"step": 1, "agent_name": "User", "content": "Question: sum the list."}]
+    for k in range(40):
+        words = (
+            "the zebra result is wrong here"
+            if k in (30, 36)
+            else f"routine update number {k}: " + "nothing new to add " * 8
+        )
+        trajectory.append({"step": len(trajectory) + 1, "agent_name": ("Alpha", "Beta")[k % 2], "content": words})
+    log = parse_aegis(
+        {"id": "long", "question": "Question: sum the list.", "trajectory": trajectory,
+         "faulty_agents": [{"agent_name": "Alpha", "error_type": "FM-1.1"}]}, "long",
+    )  # fmt: skip
+    tok = reader_tokenizer()
+    scores = [0.0] * len(log.trace.steps)
+    scores[31] = scores[37] = 0.9  # steps 31 and 37 of the trace: Alpha's turns 30 and 36
+    plain, _ = reader_window(log.trace, "Alpha", log.question, max_len=128)
+    steered, types = reader_window(log.trace, "Alpha", log.question, max_len=128, step_scores=scores)
+    assert len(steered) <= 128 and "zebra" not in tok.decode(plain)
+    assert tok.decode([i for i, t in zip(steered, types) if t == 0]).count("zebra") == 2
+    few = [0.0] * len(log.trace.steps)
+    assert reader_window(log.trace, "Beta", log.question, 2048, few) == reader_window(
+        log.trace, "Beta", log.question, 2048
+    )
