@@ -6,8 +6,10 @@ splits the work: ``prepare`` runs here (the package lays out every AEGIS faulty 
 bundled MiniLM in fp16); ``run`` runs on the GPU machine, which needs torch, transformers and peft
 but nothing of this project: it loads ``graph/mode_reader_net.py`` by path and trains with its
 :func:`train_reader`, the code ``rrsi train-modes --reader`` runs. ``run`` writes ``modes_gpu.json``
-(per held-out shape: mode and family accuracy) and ``mode_reader.pt`` (every agent, the file
-:class:`rrsi.graph.mode_reader.ModeReader` loads) into ``$OUT``.
+(per held-out shape: mode and family accuracy; and the served reader's latency, p50 of 20 calls
+for 1, 5 and 64 agents' windows at once, on the GPU and, as the baseline in the same run, on 2
+CPU threads) and ``mode_reader.pt`` (every agent, the file :class:`rrsi.graph.mode_reader.ModeReader`
+loads) into ``$OUT``.
 
     .venv/bin/python bench/gpu_modes.py prepare --aegis AEGIS.jsonl.gz --out .gpu
     python3 bench/gpu_modes.py run .gpu          # on the device, with .gpu carried
@@ -27,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 
-def prepare(aegis: str, out: Path) -> None:
+def prepare(aegis: str, out: Path, min_group: int = 100) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
@@ -38,7 +40,7 @@ def prepare(aegis: str, out: Path) -> None:
 
     logs, _ = load_aegis_dir(aegis)
     corpus = reader_corpus(logs)
-    keys = fold_keys([type("G", (), {"group": g})() for g in corpus.groups], 100)
+    keys = fold_keys([type("G", (), {"group": g})() for g in corpus.groups], min_group)
     folds = sorted(set(keys), key=lambda k: (-keys.count(k), k))
     a = corpus.arrays
     (out / "minilm").mkdir(parents=True, exist_ok=True)
@@ -62,6 +64,27 @@ def _net_module():
     return module
 
 
+def latency(net_mod, net, arrays, device: str) -> dict:
+    """p50 ms of 20 calls of the reader on 1, 5 and 64 windows, on ``device`` and on 2 CPU threads."""
+    import torch
+
+    out = {}
+    for where in (device, "cpu"):
+        torch.set_num_threads(2 if where == "cpu" else torch.get_num_threads())
+        net = net.to(where)
+        for n in (1, 5, 64):
+            part = arrays.take(np.arange(n) % len(arrays.ids))
+            times = []
+            for _ in range(21):
+                t0 = time.perf_counter()
+                net_mod.reader_probabilities(net, part, where, batch=n)
+                if where != "cpu":
+                    torch.cuda.synchronize()
+                times.append(1e3 * (time.perf_counter() - t0))
+            out[f"{where} x{n}"] = float(np.median(times[1:]))  # the first call warms up
+    return out
+
+
 def run(data: Path, out: Path) -> None:
     import torch
 
@@ -81,6 +104,9 @@ def run(data: Path, out: Path) -> None:
     )
     state = net_mod.adapter_state(net)
     torch.save({"state": state, "config": config.as_dict(), "trained_on": trained_on}, out / "mode_reader.pt")
+    result["latency_ms"] = latency(net_mod, net, arrays, device)
+    print("latency, ms p50:", result["latency_ms"], flush=True)
+    net = None
     for k, name in enumerate(d["folds"]):
         test, train = np.flatnonzero(fold == k), np.flatnonzero(fold != k)
         net = net_mod.train_reader(base, arrays.take(train), config, device)
@@ -103,11 +129,12 @@ def main() -> None:
     p = sub.add_parser("prepare")
     p.add_argument("--aegis", required=True)
     p.add_argument("--out", default=".gpu")
+    p.add_argument("--min-group", type=int, default=100, help="smaller team shapes are held out together")
     r = sub.add_parser("run")
     r.add_argument("data")
     args = parser.parse_args()
     if args.step == "prepare":
-        prepare(args.aegis, Path(args.out))
+        prepare(args.aegis, Path(args.out), args.min_group)
     else:
         run(Path(args.data), Path(os.environ.get("OUT", "out/gpu_modes")))
 

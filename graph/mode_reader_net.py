@@ -127,7 +127,13 @@ def _tensors(arrays: ReaderArrays, device: str) -> tuple[torch.Tensor, ...]:
 def train_reader(
     base_dir: str | os.PathLike, arrays: ReaderArrays, config: ReaderConfig, device: str = "cpu"
 ) -> ReaderNet:
-    """The reader trained on ``arrays`` (every row has at least one labelled mode) by the module's recipe."""
+    """The reader trained on ``arrays`` (every row has at least one labelled mode) by the module's recipe.
+
+    Raises:
+        ValueError: ``arrays`` has no row.
+    """
+    if len(arrays.ids) == 0:
+        raise ValueError("reader training: no examples to train on")
     torch.manual_seed(config.seed)
     net = ReaderNet(base_dir, config, arrays.y.shape[1]).to(device)
     ids, token_types, mask, y = _tensors(arrays, device)

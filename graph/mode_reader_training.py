@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rrsi.errors import UserError
 from rrsi.graph.failure_modes import MODE_CODES, family_of
 from rrsi.graph.log_gnn_eval import fold_keys
 from rrsi.graph.mode_reader import ModeReader, ReaderCorpus, minilm_dir
@@ -49,9 +50,14 @@ def evaluate_reader(
     Returns:
         ``{"groups": {group: {"examples": n, "reader": {"mode": acc, "family": acc}}},
         "summary": {"reader": {"mode": (mean, std), "family": (mean, std)}}, "examples": n}``.
+
+    Raises:
+        UserError: the agents fall in a single fold (nothing would be left to train on).
     """
     keys = np.array(fold_keys([_Grouped(g) for g in corpus.groups], min_group))
     folds = sorted(set(keys.tolist()), key=lambda k: (-int((keys == k).sum()), k))
+    if len(folds) < 2:
+        raise UserError(f"--min-group: every team shape falls in one fold at {min_group}; nothing would train")
     groups = {}
     for fold in folds:
         test, train = np.flatnonzero(keys == fold), np.flatnonzero(keys != fold)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 
 import numpy as np
 import pytest
@@ -84,6 +85,8 @@ def test_leave_one_shape_out_and_the_written_adapter(tmp_path):
     result = evaluate_reader(corpus, SMALL, min_group=10, on_fold=lambda g, t: seen.append(g))
     assert sorted(seen) == sorted(result["groups"]) and len(seen) == 3
     assert result["summary"]["reader"]["mode"][0] == 1.0 and result["examples"] == 36
+    with pytest.raises(UserError, match="--min-group"):
+        evaluate_reader(corpus, SMALL, min_group=100)
     path, trained_on = train_reader_on(corpus, SMALL, tmp_path / "reader.pt")
     reader = ModeReader(path)
     assert "36 agents of 36 logs" in trained_on and reader.config == SMALL
@@ -163,3 +166,24 @@ def test_an_agent_that_spoke_too_often_is_read_where_the_attribution_points():
     assert reader_window(log.trace, "Beta", log.question, 2048, few) == reader_window(
         log.trace, "Beta", log.question, 2048
     )
+
+
+@pytest.mark.slow
+def test_the_gpu_script_prepares_here_and_runs_its_folds_with_the_package_code(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[2] / "bench" / "gpu_modes.py"
+    aegis = _aegis_file(tmp_path / "a.jsonl", per=1)
+    run = lambda *argv, **env: subprocess.run(  # noqa: E731
+        [sys.executable, str(script), *argv], capture_output=True, text=True, timeout=600, env={**os.environ, **env}
+    )
+    prepared = run("prepare", "--aegis", str(aegis), "--out", str(tmp_path / "gpu"), "--min-group", "1")
+    assert prepared.returncode == 0, prepared.stderr[-2000:]
+    done = run("run", str(tmp_path / "gpu"), DEVICE="cpu", OUT=str(tmp_path / "out"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "out" / "modes_gpu.json").read_text())
+    assert len(result["groups"]) == 3 and sum(g["examples"] for g in result["groups"].values()) == 6
+    assert result["latency_ms"]["cpu x1"] > 0
+    assert ModeReader(tmp_path / "out" / "mode_reader.pt").config == ReaderConfig()
