@@ -33,15 +33,14 @@ def prepare(aegis: str, out: Path, min_group: int = 100) -> None:
     import torch
     from safetensors.torch import load_file, save_file
 
-    from rrsi.graph.log_gnn_eval import fold_keys
+    from rrsi.graph.log_gnn_eval import group_folds
     from rrsi.graph.mode_reader import minilm_dir, reader_corpus
     from rrsi.graph.mode_reader_training import FAMILY_INDEX
     from rrsi.traces.aegis import load_aegis_dir
 
     logs, _ = load_aegis_dir(aegis)
     corpus = reader_corpus(logs)
-    keys = fold_keys([type("G", (), {"group": g})() for g in corpus.groups], min_group)
-    folds = sorted(set(keys), key=lambda k: (-keys.count(k), k))
+    keys, folds = group_folds(corpus.groups, min_group)
     a = corpus.arrays
     (out / "minilm").mkdir(parents=True, exist_ok=True)
     fold = np.array([folds.index(k) for k in keys])
@@ -103,7 +102,7 @@ def run(data: Path, out: Path) -> None:
         f"{config.epochs} epochs on {result['device']} ({time.perf_counter() - started:.0f} s)"
     )
     state = net_mod.adapter_state(net)
-    torch.save({"state": state, "config": config.as_dict(), "trained_on": trained_on}, out / "mode_reader.pt")
+    net_mod.save_adapter(out / "mode_reader.pt", state, config, trained_on)
     result["latency_ms"] = latency(net_mod, net, arrays, device)
     print("latency, ms p50:", result["latency_ms"], flush=True)
     net = None

@@ -38,7 +38,14 @@ from rrsi.graph.log_training import kfold, log_embedder, train_log_model
 from rrsi.graph.vector_cache import VectorCache
 from rrsi.traces.whowhen import WhoWhenLog
 
-__all__ = ["AEGIS_METHODS", "fold_keys", "agent_baselines", "evaluate_aegis_transfer", "evaluate_whowhen_folds"]
+__all__ = [
+    "AEGIS_METHODS",
+    "fold_keys",
+    "group_folds",
+    "agent_baselines",
+    "evaluate_aegis_transfer",
+    "evaluate_whowhen_folds",
+]
 
 MIN_ONE_FAULTY = 20
 AEGIS_METHODS = (
@@ -55,8 +62,15 @@ AEGIS_METHODS = (
 
 def fold_keys(logs: Sequence[LabelledLog], min_group: int) -> list[str]:
     """The fold of each log: its group, or ``other`` for groups of fewer than ``min_group`` logs."""
-    sizes = Counter(log.group for log in logs)
-    return [log.group if sizes[log.group] >= min_group else "other" for log in logs]
+    return group_folds([log.group for log in logs], min_group)[0]
+
+
+def group_folds(groups: Sequence[str], min_group: int) -> tuple[list[str], list[str]]:
+    """The fold of each of ``groups`` (itself, or ``other`` for groups of fewer than ``min_group``), and the
+    folds, largest first (ties by name)."""
+    sizes = Counter(groups)
+    keys = [g if sizes[g] >= min_group else "other" for g in groups]
+    return keys, sorted(set(keys), key=lambda k: (-keys.count(k), k))
 
 
 def agent_baselines(log: LabelledLog) -> dict[str, np.ndarray]:

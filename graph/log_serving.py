@@ -72,7 +72,7 @@ class LogServing:
     def _finding(self, trace: Trace, agent: str, attribution: Attribution) -> Finding:
         scores = [attribution.step_blame.get(s.step_id, 0.0) for s in trace.steps]
         prediction = self._modes.predict(trace, [agent], trace_task(trace), scores)[0]
-        at = max(agent_steps(trace, agent), key=lambda i: attribution.step_blame.get(trace.steps[i].step_id, 0.0))
+        at = max(agent_steps(trace, agent), key=lambda i: scores[i])
         found = text_finding(trace, prediction, at)
         return Finding(
             agent=agent, mode=found.mode, mode_name=found.mode_name, family=found.family, trace_id=trace.trace_id,

@@ -21,11 +21,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from rrsi.graph.failure_modes import MODE_CODES, family_of
-from rrsi.graph.log_gnn_eval import fold_keys
+from rrsi.graph.log_gnn_eval import group_folds
 from rrsi.graph.mode_classifier import ModeClassifierConfig, fit_mode_classifier
 from rrsi.graph.mode_corpus import ModeExample
 
-__all__ = ["MODE_METHODS", "method_configs", "hits", "evaluate_modes"]
+__all__ = ["MODE_METHODS", "method_configs", "hits", "summarize", "evaluate_modes"]
 
 MODE_METHODS = ("majority", "minilm_linear", "mlp")
 
@@ -55,9 +55,10 @@ def _predictions(train: list[ModeExample], test: list[ModeExample], seed: int) -
     return out
 
 
-def _summary(groups: dict) -> dict:
+def summarize(groups: dict, methods: Sequence[str] = MODE_METHODS) -> dict:
+    """``{method: {"mode": (mean, std), "family": (mean, std)}}`` over the held-out groups' accuracies."""
     out = {}
-    for name in MODE_METHODS:
+    for name in methods:
         out[name] = {}
         for metric in ("mode", "family"):
             values = [t[name][metric] for t in groups.values()]
@@ -77,8 +78,7 @@ def evaluate_modes(
         ``{"groups": {group: {"examples": n, method: {"mode": acc, "family": acc}}},
         "summary": {method: {"mode": (mean, std), "family": (mean, std)}}, "examples": n}``.
     """
-    keys = fold_keys(examples, min_group)  # reads only each example's ``group``
-    folds = sorted(set(keys), key=lambda k: (-keys.count(k), k))
+    keys, folds = group_folds([e.group for e in examples], min_group)
     groups = {}
     for fold in folds:
         train = [e for e, k in zip(examples, keys) if k != fold]
@@ -90,4 +90,4 @@ def evaluate_modes(
         groups[fold] = table
         if on_fold is not None:
             on_fold(fold)
-    return {"groups": groups, "summary": _summary(groups), "examples": len(examples)}
+    return {"groups": groups, "summary": summarize(groups), "examples": len(examples)}

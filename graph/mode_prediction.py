@@ -146,7 +146,7 @@ class ReaderModes:
     def predict(
         self, trace: Trace, agents: Sequence[str], task: str = "", step_scores: Sequence[float] | None = None
     ) -> list[ModePrediction]:
-        return ranked_predictions(agents, self.reader.probabilities([(trace, a, task) for a in agents], step_scores))
+        return ranked_predictions(agents, self.reader.probabilities([(trace, a, task, step_scores) for a in agents]))
 
 
 def default_mode_model() -> ModeModel:

@@ -26,7 +26,9 @@ from __future__ import annotations
 import functools
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -134,11 +136,14 @@ def _arrays(windows: Sequence[tuple[list[int], list[int]]], y: np.ndarray, max_l
     return ReaderArrays(ids, types, mask, y)
 
 
+@dataclass(frozen=True)
 class ReaderCorpus:
-    """Every labelled faulty agent of some AEGIS logs as reader windows, with its log's team shape."""
+    """Every labelled faulty agent of some AEGIS logs as reader windows (``arrays``: a
+    :class:`~rrsi.graph.mode_reader_net.ReaderArrays`), with its log's team shape and its log's name."""
 
-    def __init__(self, arrays, groups: list[str], logs: list[str]) -> None:
-        self.arrays, self.groups, self.logs = arrays, groups, logs
+    arrays: Any
+    groups: list[str]
+    logs: list[str]
 
 
 def reader_corpus(logs: Sequence, max_len: int = 384) -> ReaderCorpus:
@@ -164,7 +169,7 @@ class ModeReader:
     """A trained reader: ``probabilities(items)`` for ``(trace, agent, task)`` items, on the CPU.
 
     Args:
-        path: an adapter file written by :meth:`save` (default :data:`SHIPPED_MODE_READER`).
+        path: an adapter file (:func:`~rrsi.graph.mode_reader_net.save_adapter`; default :data:`SHIPPED_MODE_READER`).
 
     Raises:
         UserError: the file is missing or not a reader adapter.
@@ -186,22 +191,12 @@ class ModeReader:
         except (OSError, KeyError, TypeError, ValueError, RuntimeError, pickle.UnpicklingError) as exc:
             raise UserError(f"mode reader: cannot load {path} ({exc})") from None
 
-    @staticmethod
-    def save(state: dict, config, trained_on: str, path: str | Path) -> Path:
-        """Write an adapter (:func:`~rrsi.graph.mode_reader_net.adapter_state`) with its recipe."""
-        import torch
-
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save({"state": state, "config": config.as_dict(), "trained_on": trained_on}, path)
-        return path
-
-    def probabilities(self, items: Sequence[tuple], step_scores: Sequence[float] | None = None) -> np.ndarray:
-        """``[len(items), 14]``: each ``(trace, agent, task)``'s mode probabilities (:data:`MODE_CODES` order);
-        ``step_scores`` (one per step, for traces where an agent spoke too often to read whole) as
-        :func:`reader_window` takes them."""
+    def probabilities(self, items: Sequence[tuple]) -> np.ndarray:
+        """``[len(items), 14]``: the mode probabilities (:data:`MODE_CODES` order) of each ``(trace, agent, task)``
+        or ``(trace, agent, task, step_scores)`` (one score per step of the trace, as :func:`reader_window`
+        takes them)."""
         from rrsi.graph.mode_reader_net import reader_probabilities
 
-        windows = [reader_window(t, a, task, self.config.max_len, step_scores) for t, a, task in items]
+        windows = [reader_window(t, a, task, self.config.max_len, *scores) for t, a, task, *scores in items]
         arrays = _arrays(windows, np.zeros((len(windows), len(MODE_CODES)), np.float32), self.config.max_len)
         return reader_probabilities(self.net, arrays)

@@ -33,6 +33,7 @@ __all__ = [
     "train_reader",
     "reader_probabilities",
     "adapter_state",
+    "save_adapter",
     "load_reader",
     "mode_and_family_hits",
 ]
@@ -180,6 +181,16 @@ def reader_probabilities(net: ReaderNet, arrays: ReaderArrays, device: str = "cp
 def adapter_state(net: ReaderNet) -> dict[str, torch.Tensor]:
     """The trained part of ``net`` (LoRA matrices and the head), fp16 on the CPU."""
     return {k: v.detach().cpu().half() for k, v in net.state_dict().items() if "lora_" in k or k.startswith("head.")}
+
+
+def save_adapter(path: str | os.PathLike, state: Mapping[str, torch.Tensor], config: ReaderConfig, trained_on: str):
+    """Write an adapter file: ``state`` (:func:`adapter_state`), the recipe and its provenance; the path."""
+    from pathlib import Path
+
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"state": dict(state), "config": config.as_dict(), "trained_on": trained_on}, path)
+    return path
 
 
 def load_reader(base_dir: str | os.PathLike, state: Mapping[str, torch.Tensor], config: ReaderConfig) -> ReaderNet:

@@ -18,24 +18,21 @@ import numpy as np
 
 from rrsi.errors import UserError
 from rrsi.graph.failure_modes import MODE_CODES, family_of
-from rrsi.graph.log_gnn_eval import fold_keys
-from rrsi.graph.mode_reader import ModeReader, ReaderCorpus, minilm_dir
+from rrsi.graph.log_gnn_eval import group_folds
+from rrsi.graph.mode_eval import summarize
+from rrsi.graph.mode_reader import ReaderCorpus, minilm_dir
 from rrsi.graph.mode_reader_net import (
     ReaderConfig,
     adapter_state,
     mode_and_family_hits,
     reader_probabilities,
+    save_adapter,
     train_reader,
 )
 
 __all__ = ["FAMILY_INDEX", "evaluate_reader", "train_reader_on"]
 
 FAMILY_INDEX = np.array([int(family_of(c)[-1]) - 1 for c in MODE_CODES])
-
-
-class _Grouped:
-    def __init__(self, group: str) -> None:
-        self.group = group
 
 
 def evaluate_reader(
@@ -54,8 +51,8 @@ def evaluate_reader(
     Raises:
         UserError: the agents fall in a single fold (nothing would be left to train on).
     """
-    keys = np.array(fold_keys([_Grouped(g) for g in corpus.groups], min_group))
-    folds = sorted(set(keys.tolist()), key=lambda k: (-int((keys == k).sum()), k))
+    listed, folds = group_folds(corpus.groups, min_group)
+    keys = np.array(listed)
     if len(folds) < 2:
         raise UserError(f"--min-group: every team shape falls in one fold at {min_group}; nothing would train")
     groups = {}
@@ -70,14 +67,7 @@ def evaluate_reader(
         }
         if on_fold is not None:
             on_fold(fold, groups[fold])
-    summary = {
-        metric: (
-            float(np.mean([g["reader"][metric] for g in groups.values()])),
-            float(np.std([g["reader"][metric] for g in groups.values()])),
-        )
-        for metric in ("mode", "family")
-    }
-    return {"groups": groups, "summary": {"reader": summary}, "examples": int(len(keys))}
+    return {"groups": groups, "summary": summarize(groups, ["reader"]), "examples": int(len(keys))}
 
 
 def train_reader_on(
@@ -89,4 +79,4 @@ def train_reader_on(
         f"AEGIS: every faulty agent with a MAST mode ({len(corpus.groups)} agents of {len(set(corpus.logs))} logs), "
         f"{config.epochs} epochs on {device}"
     )
-    return ModeReader.save(adapter_state(net), config, trained_on, out), trained_on
+    return save_adapter(out, adapter_state(net), config, trained_on), trained_on

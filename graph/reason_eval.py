@@ -2,21 +2,21 @@
 
 For each annotated log the finding is made for the labelled agent at the labelled step (attribution
 taken as given, so the figure is of the reflection alone: :func:`~rrsi.graph.text_finding.text_finding`
-with the shipped mode classifier), and each method's text is compared with the human's
-``mistake_reason`` by the cosine similarity of their MiniLM sentence vectors (the contextual
-all-MiniLM-L6 model, unit vectors; 1 is the same meaning, unrelated English sits near 0.1-0.3):
+with the served mode model, :func:`~rrsi.graph.mode_prediction.default_mode_model`), and each method's
+text is compared with the human's ``mistake_reason`` by the cosine similarity of their MiniLM sentence
+vectors (the contextual all-MiniLM-L6 model, unit vectors; 1 is the same meaning, unrelated English sits near 0.1-0.3):
 
 - ``finding``: the finding's root cause and correction (the sentences of its mode);
 - ``finding_with_words``: those followed by the agent's own words at the step, as
   ``rrsi incidents show`` prints the finding;
 - ``restated_step``: the baseline that restates the blamed step (its first
   :data:`~rrsi.graph.text_finding.QUOTE_CHARS` characters);
-- ``any_mode``: the control for the classifier, the mean over all 14 modes' sentences (root cause and
+- ``any_mode``: the control for the mode model, the mean over all 14 modes' sentences (root cause and
   correction, the agent named): what the finding would score with its mode drawn at random;
 - ``other_reason``: the floor, another log's ``mistake_reason`` (the next annotated log's): what any two
   descriptions of a mistake in this corpus share.
 
-The classifier never saw Who&When, so the folds (5, as the attribution evaluation splits) only give the
+The mode model never saw Who&When, so the folds (5, as the attribution evaluation splits) only give the
 spread: mean ± std of the per-fold means.
 """
 
