@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
@@ -42,6 +43,8 @@ __all__ = [
     "output_text",
     "tool_calls",
     "tools_reported",
+    "SpanReading",
+    "read_span",
 ]
 
 _KIND = "openinference.span.kind"
@@ -57,7 +60,7 @@ _KIND_OPERATION = {
     "GUARDRAIL": "guardrail",
 }
 _MESSAGES_IN = ("gen_ai.input.messages",)
-_MESSAGES_OUT = ("gen_ai.output.messages",)
+_MESSAGES_OUT = ("gen_ai.output.messages",)  # one key: read_span parses it once for text and parts
 _PLAIN_IN = ("gen_ai.tool.call.arguments", "gen_ai.prompt", "input.value")
 _PLAIN_OUT = ("gen_ai.tool.call.result", "gen_ai.completion", "output.value")
 _INDEXED_IN = re.compile(r"^(?:gen_ai\.prompt\.(\d+)\.content|llm\.input_messages\.(\d+)\.message\.content)$")
@@ -135,26 +138,33 @@ def _part_text(part: dict) -> str | None:
 
 
 def _messages_text(value: Any) -> str:
-    parsed = _parsed(value)
+    return _parsed_text(_parsed(value))
+
+
+def _parsed_text(parsed: Any) -> str:
     if not isinstance(parsed, (list, dict)):
         return parsed if isinstance(parsed, str) else repr(parsed)
     return "\n".join(t for p in _parts(parsed) if (t := _part_text(p)) is not None)
 
 
-def _indexed_text(attrs: dict, pattern: re.Pattern) -> str:
-    flat = [(k, v) for k, v in attrs.items() if k.startswith(_FLAT)]
-    found = sorted((int(next(g for g in m.groups() if g)), str(v)) for k, v in flat if (m := pattern.match(k)))
+def _flat_keys(attrs: dict) -> list[str]:
+    """The flattened message keys of a span (``gen_ai.prompt.N…``, ``llm.output_messages.N…``); usually none."""
+    return [k for k in attrs if k.startswith(_FLAT)]
+
+
+def _indexed_text(attrs: dict, flat: list[str], pattern: re.Pattern) -> str:
+    found = sorted((int(next(g for g in m.groups() if g)), str(attrs[k])) for k in flat if (m := pattern.match(k)))
     return "\n".join(v for _, v in found)
 
 
-def _text(attrs: dict, messages: tuple[str, ...], plain: tuple[str, ...], indexed: re.Pattern) -> str:
+def _text(attrs: dict, messages: tuple[str, ...], plain: tuple[str, ...], indexed: re.Pattern, flat=None) -> str:
     for key in messages:
         if attrs.get(key) not in (None, ""):
             return _messages_text(attrs[key])
     for key in plain:
         if (value := attrs.get(key)) not in (None, ""):
             return value if isinstance(value, str) else json.dumps(value, default=str)
-    return _indexed_text(attrs, indexed)
+    return _indexed_text(attrs, _flat_keys(attrs) if flat is None else flat, indexed)
 
 
 def input_text(attrs: dict) -> str:
@@ -171,16 +181,56 @@ def _output_parts(attrs: dict) -> list[dict]:
     return [p for key in _MESSAGES_OUT for p in _parts(_parsed(attrs.get(key)))]
 
 
+def _tool_calls(op: str, flat: list[str], parts: list[dict]) -> int:
+    if op == "execute_tool":
+        return 1
+    calls = {m.groups() for k in flat if (m := _FLAT_TOOL_CALL.match(k))}
+    return sum(p.get("type") == "tool_call" for p in parts) + len(calls)
+
+
+def _tools_reported(attrs: dict, parts: list[dict]) -> list[str]:
+    own = [name] if (name := tool_name(attrs)) else []
+    return own + [str(p.get("name") or "tool") for p in parts if p.get("type") == "tool_call_response"]
+
+
 def tool_calls(attrs: dict) -> int:
     """Tool executions the span stands for: 1 for a tool span, else the tool calls its output requests."""
-    if operation(attrs) == "execute_tool":
-        return 1
-    flat = {m.groups() for k in attrs if k.startswith(_FLAT) and (m := _FLAT_TOOL_CALL.match(k))}
-    return sum(p.get("type") == "tool_call" for p in _output_parts(attrs)) + len(flat)
+    return _tool_calls(operation(attrs), _flat_keys(attrs), _output_parts(attrs))
 
 
 def tools_reported(attrs: dict) -> list[str]:
     """The tool a tool span executes, and the tools whose responses the span's output delivers."""
-    own = [name] if (name := tool_name(attrs)) else []
-    responses = [str(p.get("name") or "tool") for p in _output_parts(attrs) if p.get("type") == "tool_call_response"]
-    return own + responses
+    return _tools_reported(attrs, _output_parts(attrs))
+
+
+@dataclass(frozen=True, slots=True)
+class SpanReading:
+    """Every reader's answer for one span: what :func:`read_span` gives."""
+
+    agent: str | None
+    operation: str
+    tool: str | None
+    input: str
+    output: str
+    tool_calls: int
+    tools: list[str]
+
+
+def read_span(span: dict, attrs: dict) -> SpanReading:
+    """The answers of :func:`agent_name`, :func:`operation`, :func:`tool_name`, :func:`input_text`,
+    :func:`output_text`, :func:`tool_calls` and :func:`tools_reported` for one span, each attribute read
+    and each message list parsed once."""
+    op, flat = operation(attrs), _flat_keys(attrs)
+    messages = attrs.get(_MESSAGES_OUT[0])
+    parsed = _parsed(messages)
+    parts = _parts(parsed)
+    given = messages not in (None, "")
+    return SpanReading(
+        agent=agent_name(span, attrs),
+        operation=op,
+        tool=tool_name(attrs),
+        input=_text(attrs, _MESSAGES_IN, _PLAIN_IN, _INDEXED_IN, flat),
+        output=_parsed_text(parsed) if given else _text(attrs, (), _PLAIN_OUT, _INDEXED_OUT, flat),
+        tool_calls=_tool_calls(op, flat, parts),
+        tools=_tools_reported(attrs, parts),
+    )

@@ -121,16 +121,15 @@ def _error(span: dict, attrs: dict) -> str | None:
     return "_OTHER" if str(code).upper() in {"2", "ERROR", "STATUS_CODE_ERROR"} else None
 
 
-def _scratchpad(span: dict, agent: str, attrs: dict, error: str | None) -> str:
-    parts = [f"{agent}: {genai.operation(attrs)} {span.get('name') or ''}".strip()]
-    if genai.tool_name(attrs):
-        parts.append(f"tool {genai.tool_name(attrs)}")
+def _scratchpad(span: dict, agent: str, reading: genai.SpanReading, error: str | None) -> str:
+    parts = [f"{agent}: {reading.operation} {span.get('name') or ''}".strip()]
+    if reading.tool:
+        parts.append(f"tool {reading.tool}")
     if error:
         message = (span.get("status") or {}).get("message") if isinstance(span.get("status"), dict) else None
         parts.append(f"error {error}" + (f": {message}" if message else ""))
-    output = genai.output_text(attrs)
-    if output:
-        parts.append(output)
+    if reading.output:
+        parts.append(reading.output)
     return summarize_message("; ".join(parts))
 
 
@@ -205,15 +204,14 @@ def _linked(links: Any, trace_id: str, i: int) -> list[str]:
     return out
 
 
-def _is_context(span: dict, attrs: dict, root: bool, leads: bool) -> bool:
+def _is_context(reading: genai.SpanReading, root: bool, leads: bool) -> bool:
     """A user span, or the root workflow span that other steps hang under: context, never blamed."""
-    agent = genai.agent_name(span, attrs)
-    if agent is not None and is_context_participant(agent):
+    if reading.agent is not None and is_context_participant(reading.agent):
         return True
-    return root and leads and (genai.operation(attrs).lower() in _WORKFLOW_OPS or agent is None)
+    return root and leads and (reading.operation.lower() in _WORKFLOW_OPS or reading.agent is None)
 
 
-def _record(spans: _TraceSpans, sid: str, agent: str, parents: list[str]) -> StepRecord:
+def _record(spans: _TraceSpans, sid: str, agent: str, parents: list[str], reading: genai.SpanReading) -> StepRecord:
     """One step span as a validated, fitted step record."""
     _, span, attrs = spans.by_id[sid]
     start, end = span_times(span)
@@ -224,11 +222,11 @@ def _record(spans: _TraceSpans, sid: str, agent: str, parents: list[str]) -> Ste
         agent=agent,
         task_id=str(spans.inherited(sid, lambda _s, a: a.get(ATTR_TASK_ID)) or spans.trace_id),
         parents=parents,
-        input=Summary.fields_of(genai.input_text(attrs)),
-        output=Summary.fields_of(genai.output_text(attrs)),
-        tool_calls=genai.tool_calls(attrs),
-        tools=genai.tools_reported(attrs),
-        scratchpad=_scratchpad(span, agent, attrs, error),
+        input=Summary.fields_of(reading.input),
+        output=Summary.fields_of(reading.output),
+        tool_calls=reading.tool_calls,
+        tools=reading.tools,
+        scratchpad=_scratchpad(span, agent, reading, error),
         execution_time=max(0.0, end - start),
         error_code=code_for_error_type(error) if error else None,
         params_version=_integer(spans.inherited(sid, lambda _s, a: a.get(ATTR_PARAMS_VERSION)) or 0),
@@ -255,16 +253,17 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
 
 def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, names: AgentNames, out: MappedSpans):
     i, span, attrs = spans.by_id[sid]
+    reading = genai.read_span(span, attrs)
     root = spans.parents[sid] is None
-    late_root = root and spans.open_parents and genai.operation(attrs).lower() in _WORKFLOW_OPS  # children came earlier
-    context = _is_context(span, attrs, root, sid in leads or late_root)
-    agent_raw = spans.inherited(sid, genai.agent_name) or (context and span.get("name"))
+    late_root = root and spans.open_parents and reading.operation.lower() in _WORKFLOW_OPS  # children came earlier
+    context = _is_context(reading, root, sid in leads or late_root)
+    agent_raw = reading.agent or spans.inherited(spans.parents[sid], genai.agent_name) or (context and span.get("name"))
     if not agent_raw:
         reason = f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors"
         out.rejected.append(RejectedSpan(i, sid, reason))
         return None
     try:
-        step = _record(spans, sid, names(str(agent_raw)), parents)
+        step = _record(spans, sid, names(str(agent_raw)), parents, reading)
     except SchemaError as exc:
         out.rejected.append(RejectedSpan(i, sid, f"spans.{i} ({sid}): {exc}"))
         return None

@@ -195,3 +195,39 @@ def test_real_size_spans_are_summarised_to_fit():
 def test_a_span_without_ids_is_a_malformed_batch():
     with pytest.raises(SchemaError, match="spans.0.span_id: missing"):
         map_spans([{"traceId": "t", "attributes": []}])
+
+
+_RESPONSE = json.dumps(
+    [
+        {"role": "tool", "parts": [{"type": "tool_call_response", "name": "sql", "response": {"rows": 3}}]},
+        {"role": "assistant", "content": "three rows"},
+    ]
+)
+
+
+@pytest.mark.parametrize(
+    "attrs",
+    [
+        {"gen_ai.agent.name": "a", "gen_ai.output.messages": _RESPONSE, "gen_ai.input.messages": "plain words"},
+        {"gen_ai.operation.name": "execute_tool", "tool.name": "web", "gen_ai.tool.call.result": {"ok": True}},
+        {
+            "openinference.span.kind": "LLM",
+            "llm.input_messages.1.message.content": "second",
+            "llm.input_messages.0.message.content": "first",
+            "llm.output_messages.0.message.content": "answer",
+            "llm.output_messages.0.message.tool_calls.0.tool_call.function.name": "f",
+            "llm.output_messages.0.message.tool_calls.1.tool_call.function.name": "g",
+        },
+        {"gen_ai.system": "openai", "gen_ai.completion": "", "gen_ai.output.messages": "not json ["},
+        {"http.method": "GET"},
+    ],
+)
+def test_read_span_answers_as_each_reader_does(attrs):
+    from rrsi.traces import genai
+
+    one = genai.read_span({"name": "op"}, attrs)
+    assert one.agent == genai.agent_name({"name": "op"}, attrs) and one.operation == genai.operation(attrs)
+    assert one.tool == genai.tool_name(attrs)
+    assert (one.input, one.output) == (genai.input_text(attrs), genai.output_text(attrs))
+    assert (one.tool_calls, one.tools) == (genai.tool_calls(attrs), genai.tools_reported(attrs))
+    assert one.input or one.output or attrs == {"http.method": "GET"}
