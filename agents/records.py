@@ -34,6 +34,7 @@ __all__ = [
     "fit_text",
     "fit_steps",
     "fit_tools",
+    "fit_fields",
     "make_record",
 ]
 
@@ -82,13 +83,18 @@ def fit_tools(tools: list[str], limit: int = MAX_TOOLS, chars: int = TOOL_CHARS)
     return [*fitted[: limit - 1], f"… {len(tools)} tools in all (sha256 {_digest(tools)})"]
 
 
+def fit_fields(fields: dict) -> dict:
+    """``fields`` of a StepRecord with its scratchpad, intermediate steps and tools fitted (in place; returned)."""
+    fields["scratchpad"] = fit_text(fields["scratchpad"], SCRATCHPAD_CHARS)
+    fields["intermediate_steps"] = fit_steps(fields.get("intermediate_steps", []))
+    fields["tools"] = fit_tools(fields.get("tools", []))
+    return fields
+
+
 def make_record(**fields) -> StepRecord:
     """A validated StepRecord from ``fields``, its scratchpad, intermediate steps and tools fitted first.
 
     Raises:
         SchemaError: naming the field that still does not fit (e.g. a trace id over 128 characters).
     """
-    fields["scratchpad"] = fit_text(fields["scratchpad"], SCRATCHPAD_CHARS)
-    fields["intermediate_steps"] = fit_steps(fields.get("intermediate_steps", []))
-    fields["tools"] = fit_tools(fields.get("tools", []))
-    return validate(StepRecord, fields, where="record")
+    return validate(StepRecord, fit_fields(fields), where="record")

@@ -19,7 +19,9 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from rrsi.traces.agent_names import is_context_step
+from pydantic_core import to_json
+
+from rrsi.traces.agent_names import CONTEXT_MARK
 from rrsi.traces.otel import map_spans
 
 __all__ = ["SpanIntake", "Prepared", "Accepted"]
@@ -60,10 +62,10 @@ class SpanIntake:
     def prepare(self, spans: list[dict]) -> Prepared:
         """One request's spans mapped; a malformed batch raises SchemaError before anything is stored."""
         mapped = map_spans(spans, open_parents=True)
-        self._register_participants({r.agent for r in mapped.records if is_context_step(r)})
+        self._register_participants({r["agent"] for r in mapped.rows if CONTEXT_MARK in r["intermediate_steps"]})
         return Prepared(
-            records=[r.model_dump_json() for r in mapped.records],
-            span_ids=[r.step_id for r in mapped.records],
+            records=[to_json(r).decode() for r in mapped.rows],
+            span_ids=[r["step_id"] for r in mapped.rows],
             outcomes=[o.model_dump(mode="json") for o in mapped.outcomes],
             letters=[(json.dumps(spans[r.index], default=str), r.reason) for r in mapped.rejected],
         )

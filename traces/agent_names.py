@@ -25,6 +25,7 @@ __all__ = [
     "CONTEXT_MARK",
     "CONTEXT_PARTICIPANTS",
     "as_context",
+    "context_fields",
     "is_context_participant",
     "is_context_step",
     "sanitize_name",
@@ -100,8 +101,13 @@ def is_context_step(step: StepRecord) -> bool:
     return CONTEXT_MARK in step.intermediate_steps
 
 
+def context_fields(intermediate_steps: list[str]) -> dict:
+    """The fields that mark a step as context: :data:`CONTEXT_MARK` first among its intermediate steps, no
+    error code (a failed workflow span reports its children's failure, it does not cause it)."""
+    marks = [CONTEXT_MARK, *(m for m in intermediate_steps if m != CONTEXT_MARK)][:64]
+    return {"intermediate_steps": marks, "error_code": None}
+
+
 def as_context(step: StepRecord) -> StepRecord:
-    """``step`` marked as context: :data:`CONTEXT_MARK` added, its error code dropped (a failed
-    workflow span reports its children's failure, it does not cause it)."""
-    marks = [CONTEXT_MARK, *(m for m in step.intermediate_steps if m != CONTEXT_MARK)][:64]
-    return step.model_copy(update={"intermediate_steps": marks, "error_code": None})
+    """``step`` marked as context (:func:`context_fields`)."""
+    return step.model_copy(update=context_fields(step.intermediate_steps))

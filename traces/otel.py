@@ -44,12 +44,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rrsi.agents.records import make_record
+from pydantic import TypeAdapter, ValidationError
+
+from rrsi.agents.records import fit_fields
 from rrsi.error_codes import code_for_error_type
 from rrsi.errors import SchemaError
 from rrsi.schema import CODE_PATTERN, StepRecord, Summary, Trace, TraceOutcome, validate
+from rrsi.schema_base import typed_dict_of
 from rrsi.traces import genai
-from rrsi.traces.agent_names import AgentNames, as_context, is_context_participant
+from rrsi.traces.agent_names import AgentNames, context_fields, is_context_participant
 from rrsi.traces.loading import LoadError, load_dir, read_json
 from rrsi.traces.span_fields import span_attributes, span_id_of, span_list, span_times
 from rrsi.traces.whowhen import summarize_message
@@ -82,6 +85,7 @@ ATTR_OUTCOME_SOURCE = "rrsi.outcome.source"
 _WORKFLOW_OPS = frozenset({"invoke_workflow", "workflow", "chain"})
 _CODE = re.compile(CODE_PATTERN)
 _Member = tuple[int, dict, dict]  # (index in the span list, span, attributes)
+_ROWS = TypeAdapter(list[typed_dict_of(StepRecord)])  # every field given: validates as the model does, into dicts
 
 
 @dataclass(frozen=True)
@@ -106,10 +110,15 @@ class RejectedSpan:
 class MappedSpans:
     """What :func:`map_spans` made of a list of spans, in the order of the spans."""
 
-    records: list[StepRecord] = field(default_factory=list)
+    rows: list[dict] = field(default_factory=list)  # each step's StepRecord fields, validated
     outcomes: list[TraceOutcome] = field(default_factory=list)
     rejected: list[RejectedSpan] = field(default_factory=list)
     agent_names: dict[str, dict[str, str]] = field(default_factory=dict)  # trace id → valid → original name
+
+    @property
+    def records(self) -> list[StepRecord]:
+        """The rows as step records (built at each call)."""
+        return [StepRecord.model_validate(r) for r in self.rows]
 
 
 def _error(span: dict, attrs: dict) -> str | None:
@@ -211,27 +220,30 @@ def _is_context(reading: genai.SpanReading, root: bool, leads: bool) -> bool:
     return root and leads and (reading.operation.lower() in _WORKFLOW_OPS or reading.agent is None)
 
 
-def _record(spans: _TraceSpans, sid: str, agent: str, parents: list[str], reading: genai.SpanReading) -> StepRecord:
-    """One step span as a validated, fitted step record."""
+def _row(spans: _TraceSpans, sid: str, agent: str, parents: list[str], reading: genai.SpanReading) -> dict:
+    """One step span's StepRecord fields, fitted (validated with the trace's other steps, :func:`_validated`)."""
     _, span, attrs = spans.by_id[sid]
     start, end = span_times(span)
     error = _error(span, attrs)
-    return make_record(
-        trace_id=spans.trace_id,
-        step_id=sid,
-        agent=agent,
-        task_id=str(spans.inherited(sid, lambda _s, a: a.get(ATTR_TASK_ID)) or spans.trace_id),
-        parents=parents,
-        input=Summary.fields_of(reading.input),
-        output=Summary.fields_of(reading.output),
-        tool_calls=reading.tool_calls,
-        tools=reading.tools,
-        scratchpad=_scratchpad(span, agent, reading, error),
-        execution_time=max(0.0, end - start),
-        error_code=code_for_error_type(error) if error else None,
-        params_version=_integer(spans.inherited(sid, lambda _s, a: a.get(ATTR_PARAMS_VERSION)) or 0),
-        timestamp=max(0.0, start),
-        confidence=attrs.get(ATTR_CONFIDENCE),
+    return fit_fields(
+        dict(
+            trace_id=spans.trace_id,
+            step_id=sid,
+            agent=agent,
+            task_id=str(spans.inherited(sid, lambda _s, a: a.get(ATTR_TASK_ID)) or spans.trace_id),
+            parents=parents,
+            input=Summary.fields_of(reading.input),
+            output=Summary.fields_of(reading.output),
+            tool_calls=reading.tool_calls,
+            tools=reading.tools,
+            scratchpad=_scratchpad(span, agent, reading, error),
+            execution_time=max(0.0, end - start),
+            error_code=code_for_error_type(error) if error else None,
+            params_version=_integer(spans.inherited(sid, lambda _s, a: a.get(ATTR_PARAMS_VERSION)) or 0),
+            timestamp=max(0.0, start),
+            confidence=attrs.get(ATTR_CONFIDENCE),
+            intermediate_steps=[],
+        )
     )
 
 
@@ -251,7 +263,8 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
     return validate(TraceOutcome, data, where=f"spans.{i}.attributes")
 
 
-def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, names: AgentNames, out: MappedSpans):
+def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, names: AgentNames) -> dict | str:
+    """The step's fields (marked as context where it is context), or why it cannot be mapped."""
     i, span, attrs = spans.by_id[sid]
     reading = genai.read_span(span, attrs)
     root = spans.parents[sid] is None
@@ -259,24 +272,46 @@ def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, name
     context = _is_context(reading, root, sid in leads or late_root)
     agent_raw = reading.agent or spans.inherited(spans.parents[sid], genai.agent_name) or (context and span.get("name"))
     if not agent_raw:
-        reason = f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors"
-        out.rejected.append(RejectedSpan(i, sid, reason))
-        return None
+        return f"spans.{i}.attributes.gen_ai.agent.name: missing on the span and all its ancestors"
     try:
-        step = _record(spans, sid, names(str(agent_raw)), parents, reading)
+        row = _row(spans, sid, names(str(agent_raw)), parents, reading)
     except SchemaError as exc:
-        out.rejected.append(RejectedSpan(i, sid, f"spans.{i} ({sid}): {exc}"))
-        return None
-    out.records.append(as_context(step) if context else step)
-    return context and step.failed
+        return f"spans.{i} ({sid}): {exc}"
+    row["failed_context"] = context and row["error_code"] is not None
+    return {**row, **context_fields(row["intermediate_steps"])} if context else row
+
+
+def _validated(rows: list[dict | str], spans: _TraceSpans) -> list[dict | str]:
+    """Each row validated as a StepRecord (one call for the trace), or why not; reasons pass through."""
+    flags = [r.pop("failed_context") if isinstance(r, dict) else False for r in rows]
+    fields = [r for r in rows if isinstance(r, dict)]
+    try:
+        checked = iter(_ROWS.validate_python(fields))
+        out = [next(checked) if isinstance(r, dict) else r for r in rows]
+    except ValidationError:
+        out = list(rows)
+    for k, (row, sid) in enumerate(zip(out, spans.steps)):
+        if isinstance(row, dict) and (out[k] is rows[k] or not row["scratchpad"].strip()):  # the model names why
+            try:
+                out[k] = validate(StepRecord, rows[k], where="record").model_dump()
+            except SchemaError as exc:
+                out[k] = f"spans.{spans.by_id[sid][0]} ({sid}): {exc}"
+        if isinstance(out[k], dict):
+            out[k]["failed_context"] = flags[k]
+    return out
 
 
 def _map_trace(spans: _TraceSpans, out: MappedSpans) -> None:
     parent_of = {sid: spans.parent_step(sid) for sid in spans.steps}
     leads, names, failed_context = set(parent_of.values()), AgentNames(), set()
-    for sid, parent in parent_of.items():
-        if _map_step(spans, sid, spans.step_parents(sid, parent), leads, names, out):
+    rows = [_map_step(spans, sid, spans.step_parents(sid, parent), leads, names) for sid, parent in parent_of.items()]
+    for sid, row in zip(spans.steps, _validated(rows, spans)):
+        if isinstance(row, str):
+            out.rejected.append(RejectedSpan(spans.by_id[sid][0], sid, row))
+            continue
+        if row.pop("failed_context"):
             failed_context.add(sid)
+        out.rows.append(row)
     verdicts = []
     for sid, member in spans.by_id.items():
         try:
@@ -340,9 +375,9 @@ def load_otel(path: str | Path) -> list[OtelTrace]:
     mapped = map_spans(span_list(read_json(path)))
     if mapped.rejected:
         raise SchemaError(mapped.rejected[0].reason)
-    outcomes = {o.trace_id: o for o in mapped.outcomes}
+    outcomes, records = {o.trace_id: o for o in mapped.outcomes}, mapped.records
     return [
-        _trace(t, [r for r in mapped.records if r.trace_id == t], outcomes.get(t), names)
+        _trace(t, [r for r in records if r.trace_id == t], outcomes.get(t), names)
         for t, names in mapped.agent_names.items()
     ]
 
