@@ -15,6 +15,7 @@ attribution path applies. :func:`speaker` splits a Magentic-One style ``role`` s
 
 from __future__ import annotations
 
+import functools
 import re
 
 from rrsi.errors import SchemaError
@@ -49,6 +50,12 @@ def sanitize_name(name: str) -> str:
     """
     if not isinstance(name, str) or not name.strip():
         raise SchemaError(f"name: an agent name must be a non-blank string (got {name!r})")
+    return _sanitized(name)
+
+
+@functools.lru_cache(maxsize=4096)
+def _sanitized(name: str) -> str:
+    """:func:`sanitize_name` of a non-blank string (each name is seen again in every trace of its agent)."""
     clean = _INVALID.sub("_", name.strip()).strip("_") or "agent"
     if not clean[0].isalpha():
         clean = f"a_{clean}"

@@ -153,6 +153,8 @@ def _flat_keys(attrs: dict) -> list[str]:
 
 
 def _indexed_text(attrs: dict, flat: list[str], pattern: re.Pattern) -> str:
+    if not flat:
+        return ""
     found = sorted((int(next(g for g in m.groups() if g)), str(attrs[k])) for k in flat if (m := pattern.match(k)))
     return "\n".join(v for _, v in found)
 
@@ -203,7 +205,7 @@ def tools_reported(attrs: dict) -> list[str]:
     return _tools_reported(attrs, _output_parts(attrs))
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class SpanReading:
     """Every reader's answer for one span: what :func:`read_span` gives."""
 

@@ -263,8 +263,11 @@ def _outcome(trace_id: str, member: _Member, failed_context: bool) -> TraceOutco
     return validate(TraceOutcome, data, where=f"spans.{i}.attributes")
 
 
-def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, names: AgentNames) -> dict | str:
-    """The step's fields (marked as context where it is context), or why it cannot be mapped."""
+def _map_step(
+    spans: _TraceSpans, sid: str, parents: list[str], leads: set, names: AgentNames
+) -> tuple[dict, bool] | str:
+    """The step's fields (marked as context where it is context) and whether it is a failed context step, or
+    why it cannot be mapped."""
     i, span, attrs = spans.by_id[sid]
     reading = genai.read_span(span, attrs)
     root = spans.parents[sid] is None
@@ -277,41 +280,45 @@ def _map_step(spans: _TraceSpans, sid: str, parents: list[str], leads: set, name
         row = _row(spans, sid, names(str(agent_raw)), parents, reading)
     except SchemaError as exc:
         return f"spans.{i} ({sid}): {exc}"
-    row["failed_context"] = context and row["error_code"] is not None
-    return {**row, **context_fields(row["intermediate_steps"])} if context else row
+    if not context:
+        return row, False
+    return {**row, **context_fields(row["intermediate_steps"])}, row["error_code"] is not None
 
 
-def _validated(rows: list[dict | str], spans: _TraceSpans) -> list[dict | str]:
-    """Each row validated as a StepRecord (one call for the trace), or why not; reasons pass through."""
-    flags = [r.pop("failed_context") if isinstance(r, dict) else False for r in rows]
-    fields = [r for r in rows if isinstance(r, dict)]
+def _validated(mapped: list[tuple[dict, bool] | str], spans: _TraceSpans) -> list[tuple[dict, bool] | str]:
+    """Each step's fields validated as a StepRecord (one call for the trace), or why not; reasons pass through."""
+    rows = [m[0] for m in mapped if not isinstance(m, str)]
     try:
-        checked = iter(_ROWS.validate_python(fields))
-        out = [next(checked) if isinstance(r, dict) else r for r in rows]
+        checked = iter(_ROWS.validate_python(rows))
     except ValidationError:
-        out = list(rows)
-    for k, (row, sid) in enumerate(zip(out, spans.steps)):
-        if isinstance(row, dict) and (out[k] is rows[k] or not row["scratchpad"].strip()):  # the model names why
+        checked = None
+    out = []
+    for sid, m in zip(spans.steps, mapped):
+        if isinstance(m, str):
+            out.append(m)
+            continue
+        row = next(checked) if checked is not None else None
+        if row is None or not row["scratchpad"].strip():  # the model says what is wrong
             try:
-                out[k] = validate(StepRecord, rows[k], where="record").model_dump()
+                row = validate(StepRecord, m[0], where="record").model_dump()
             except SchemaError as exc:
-                out[k] = f"spans.{spans.by_id[sid][0]} ({sid}): {exc}"
-        if isinstance(out[k], dict):
-            out[k]["failed_context"] = flags[k]
+                out.append(f"spans.{spans.by_id[sid][0]} ({sid}): {exc}")
+                continue
+        out.append((row, m[1]))
     return out
 
 
 def _map_trace(spans: _TraceSpans, out: MappedSpans) -> None:
     parent_of = {sid: spans.parent_step(sid) for sid in spans.steps}
     leads, names, failed_context = set(parent_of.values()), AgentNames(), set()
-    rows = [_map_step(spans, sid, spans.step_parents(sid, parent), leads, names) for sid, parent in parent_of.items()]
-    for sid, row in zip(spans.steps, _validated(rows, spans)):
-        if isinstance(row, str):
-            out.rejected.append(RejectedSpan(spans.by_id[sid][0], sid, row))
+    steps = [_map_step(spans, sid, spans.step_parents(sid, parent), leads, names) for sid, parent in parent_of.items()]
+    for sid, step in zip(spans.steps, _validated(steps, spans)):
+        if isinstance(step, str):
+            out.rejected.append(RejectedSpan(spans.by_id[sid][0], sid, step))
             continue
-        if row.pop("failed_context"):
+        out.rows.append(step[0])
+        if step[1]:
             failed_context.add(sid)
-        out.rows.append(row)
     verdicts = []
     for sid, member in spans.by_id.items():
         try:

@@ -61,6 +61,8 @@ def media_type(content_type: str | None) -> str:
 
 def _any_value(value: AnyValue) -> Any:
     kind = value.WhichOneof("value")
+    if kind == "string_value":
+        return value.string_value
     if kind == "array_value":
         return [_any_value(v) for v in value.array_value.values]
     if kind == "kvlist_value":
@@ -71,12 +73,13 @@ def _any_value(value: AnyValue) -> Any:
 
 
 def _proto_span(span, where: str) -> dict:
-    for name, field, size in (("traceId", span.trace_id, 16), ("spanId", span.span_id, 8)):
+    trace_id, span_id = span.trace_id, span.span_id
+    for name, field, size in (("traceId", trace_id, 16), ("spanId", span_id, 8)):
         if len(field) != size:
             raise SchemaError(f"{where}.{name}: expected {size} bytes (got {len(field)})")
     return {
-        "traceId": span.trace_id.hex(),
-        "spanId": span.span_id.hex(),
+        "traceId": trace_id.hex(),
+        "spanId": span_id.hex(),
         "parentSpanId": span.parent_span_id.hex(),
         "name": span.name,
         "startTimeUnixNano": span.start_time_unix_nano,
