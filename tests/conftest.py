@@ -55,6 +55,19 @@ def ray_module():
     ray.shutdown()
 
 
+@pytest.fixture(autouse=True)
+def _ray_auth_mode_as_found():
+    """``RAY_AUTH_MODE`` put back as the test found it: ``rrsi.cli.main`` run in-process sets it where a Ray
+    token exists, and Ray reads it once per process while each new cluster's GCS reads it when it starts,
+    so a value left behind made a later test's cluster require a token its driver never sends."""
+    found = os.environ.get("RAY_AUTH_MODE")
+    yield
+    if found is None:
+        os.environ.pop("RAY_AUTH_MODE", None)
+    else:
+        os.environ["RAY_AUTH_MODE"] = found
+
+
 @pytest.fixture(scope="module", autouse=True)
 def _module_stops_what_it_started():
     """Each module stops the ``rrsi-*`` threads it started and shuts down any Ray it started (this
