@@ -23,7 +23,10 @@ from __future__ import annotations
 
 import hashlib
 
+from pydantic import TypeAdapter
+
 from rrsi.schema import StepRecord, validate
+from rrsi.schema_base import typed_dict_of
 
 __all__ = [
     "SCRATCHPAD_CHARS",
@@ -36,6 +39,7 @@ __all__ = [
     "fit_tools",
     "fit_fields",
     "make_record",
+    "RECORD_ROWS",
 ]
 
 SCRATCHPAD_CHARS = StepRecord.model_fields["scratchpad"].metadata[-1].max_length
@@ -43,6 +47,9 @@ MAX_INTERMEDIATE_STEPS = StepRecord.model_fields["intermediate_steps"].metadata[
 STEP_CHARS = 512
 TOOL_CHARS = 128
 MAX_TOOLS = 32
+# StepRecords validated as plain dicts, many in one call (the OTLP mapping and the hub's ingest): every
+# field's constraints, not the model's validators (a blank scratchpad passes: callers check it)
+RECORD_ROWS = TypeAdapter(list[typed_dict_of(StepRecord)])
 
 
 def _digest(parts: list[str]) -> str:

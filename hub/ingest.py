@@ -27,21 +27,20 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
+from rrsi.agents.records import RECORD_ROWS
 from rrsi.config import IngestConfig
 from rrsi.errors import SchemaError
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.metrics import HubMetrics
 from rrsi.schema import StepRecord, TraceOutcome, validate
-from rrsi.schema_base import typed_dict_of
 from rrsi.store import Store, Stored
 
 __all__ = ["Ingestor", "RequestStored", "MAX_ATTEMPTS"]
 
 MAX_ATTEMPTS = 3
 
-_RECORDS = TypeAdapter(list[typed_dict_of(StepRecord)])
 _FIELDS = len(StepRecord.model_fields)
 
 
@@ -261,7 +260,7 @@ class Ingestor:
         if not isinstance(batch, list) or not all(isinstance(t, str) for t in batch):
             raise SchemaError("batch: expected a list of JSON strings, one StepRecord each")
         try:
-            dicts = _RECORDS.validate_json("[" + ",".join(batch) + "]")
+            dicts = RECORD_ROWS.validate_json("[" + ",".join(batch) + "]")
         except ValidationError:
             _name_culprit(batch)
             raise SchemaError(

@@ -1,6 +1,7 @@
 """What one span says about an agent's step, read under every convention agents are traced with.
 
-One reader per question; each tries the conventions in the order listed.
+:func:`read_span` answers every question below for one span (:func:`is_step` and :func:`agent_name`
+alone where only they are asked); each answer tries the conventions in the order listed.
 
 - Is it a step: any ``gen_ai.*`` attribute (current and older GenAI conventions), or an
   OpenInference ``openinference.span.kind`` of AGENT, TOOL, LLM, CHAIN, RETRIEVER, RERANKER,
@@ -39,10 +40,6 @@ __all__ = [
     "agent_name",
     "operation",
     "tool_name",
-    "input_text",
-    "output_text",
-    "tool_calls",
-    "tools_reported",
     "SpanReading",
     "read_span",
 ]
@@ -59,8 +56,8 @@ _KIND_OPERATION = {
     "EMBEDDING": "embeddings",
     "GUARDRAIL": "guardrail",
 }
-_MESSAGES_IN = ("gen_ai.input.messages",)
-_MESSAGES_OUT = ("gen_ai.output.messages",)  # one key: read_span parses it once for text and parts
+_MESSAGES_IN = "gen_ai.input.messages"
+_MESSAGES_OUT = "gen_ai.output.messages"
 _PLAIN_IN = ("gen_ai.tool.call.arguments", "gen_ai.prompt", "input.value")
 _PLAIN_OUT = ("gen_ai.tool.call.result", "gen_ai.completion", "output.value")
 _INDEXED_IN = re.compile(r"^(?:gen_ai\.prompt\.(\d+)\.content|llm\.input_messages\.(\d+)\.message\.content)$")
@@ -137,10 +134,6 @@ def _part_text(part: dict) -> str | None:
     return value if isinstance(value, str) else json.dumps(value, default=str)
 
 
-def _messages_text(value: Any) -> str:
-    return _parsed_text(_parsed(value))
-
-
 def _parsed_text(parsed: Any) -> str:
     if not isinstance(parsed, (list, dict)):
         return parsed if isinstance(parsed, str) else repr(parsed)
@@ -159,31 +152,19 @@ def _indexed_text(attrs: dict, flat: list[str], pattern: re.Pattern) -> str:
     return "\n".join(v for _, v in found)
 
 
-def _text(attrs: dict, messages: tuple[str, ...], plain: tuple[str, ...], indexed: re.Pattern, flat=None) -> str:
-    for key in messages:
-        if attrs.get(key) not in (None, ""):
-            return _messages_text(attrs[key])
+def _text(attrs: dict, messages: str, plain: tuple[str, ...], indexed: re.Pattern, flat: list[str]) -> str:
+    """The span's input or output as text ("" when it recorded none): its structured messages, a plain value, or
+    the flattened messages in order."""
+    if attrs.get(messages) not in (None, ""):
+        return _parsed_text(_parsed(attrs[messages]))
     for key in plain:
         if (value := attrs.get(key)) not in (None, ""):
             return value if isinstance(value, str) else json.dumps(value, default=str)
-    return _indexed_text(attrs, _flat_keys(attrs) if flat is None else flat, indexed)
-
-
-def input_text(attrs: dict) -> str:
-    """What the step was given, as text ("" when the span recorded none)."""
-    return _text(attrs, _MESSAGES_IN, _PLAIN_IN, _INDEXED_IN)
-
-
-def output_text(attrs: dict) -> str:
-    """What the step produced, as text ("" when the span recorded none)."""
-    return _text(attrs, _MESSAGES_OUT, _PLAIN_OUT, _INDEXED_OUT)
-
-
-def _output_parts(attrs: dict) -> list[dict]:
-    return [p for key in _MESSAGES_OUT for p in _parts(_parsed(attrs.get(key)))]
+    return _indexed_text(attrs, flat, indexed)
 
 
 def _tool_calls(op: str, flat: list[str], parts: list[dict]) -> int:
+    """Tool executions the span stands for: 1 for a tool span, else the tool calls its output requests."""
     if op == "execute_tool":
         return 1
     calls = {m.groups() for k in flat if (m := _FLAT_TOOL_CALL.match(k))}
@@ -191,23 +172,14 @@ def _tool_calls(op: str, flat: list[str], parts: list[dict]) -> int:
 
 
 def _tools_reported(attrs: dict, parts: list[dict]) -> list[str]:
+    """The tool a tool span executes, and the tools whose responses the span's output delivers."""
     own = [name] if (name := tool_name(attrs)) else []
     return own + [str(p.get("name") or "tool") for p in parts if p.get("type") == "tool_call_response"]
 
 
-def tool_calls(attrs: dict) -> int:
-    """Tool executions the span stands for: 1 for a tool span, else the tool calls its output requests."""
-    return _tool_calls(operation(attrs), _flat_keys(attrs), _output_parts(attrs))
-
-
-def tools_reported(attrs: dict) -> list[str]:
-    """The tool a tool span executes, and the tools whose responses the span's output delivers."""
-    return _tools_reported(attrs, _output_parts(attrs))
-
-
 @dataclass(slots=True)
 class SpanReading:
-    """Every reader's answer for one span: what :func:`read_span` gives."""
+    """What one span says about its step (see the module docstring): :func:`read_span` gives it."""
 
     agent: str | None
     operation: str
@@ -219,11 +191,10 @@ class SpanReading:
 
 
 def read_span(span: dict, attrs: dict) -> SpanReading:
-    """The answers of :func:`agent_name`, :func:`operation`, :func:`tool_name`, :func:`input_text`,
-    :func:`output_text`, :func:`tool_calls` and :func:`tools_reported` for one span, each attribute read
-    and each message list parsed once."""
+    """Every answer for one span, each attribute read and the output messages parsed once (for their text and
+    for the tool calls and responses among their parts)."""
     op, flat = operation(attrs), _flat_keys(attrs)
-    messages = attrs.get(_MESSAGES_OUT[0])
+    messages = attrs.get(_MESSAGES_OUT)
     parsed = _parsed(messages)
     parts = _parts(parsed)
     given = messages not in (None, "")
@@ -232,7 +203,7 @@ def read_span(span: dict, attrs: dict) -> SpanReading:
         operation=op,
         tool=tool_name(attrs),
         input=_text(attrs, _MESSAGES_IN, _PLAIN_IN, _INDEXED_IN, flat),
-        output=_parsed_text(parsed) if given else _text(attrs, (), _PLAIN_OUT, _INDEXED_OUT, flat),
+        output=_parsed_text(parsed) if given else _text(attrs, _MESSAGES_OUT, _PLAIN_OUT, _INDEXED_OUT, flat),
         tool_calls=_tool_calls(op, flat, parts),
         tools=_tools_reported(attrs, parts),
     )

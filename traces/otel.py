@@ -44,13 +44,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from rrsi.agents.records import fit_fields
+from rrsi.agents.records import RECORD_ROWS, fit_fields
 from rrsi.error_codes import code_for_error_type
 from rrsi.errors import SchemaError
 from rrsi.schema import CODE_PATTERN, StepRecord, Summary, Trace, TraceOutcome, validate
-from rrsi.schema_base import typed_dict_of
 from rrsi.traces import genai
 from rrsi.traces.agent_names import AgentNames, context_fields, is_context_participant
 from rrsi.traces.loading import LoadError, load_dir, read_json
@@ -85,7 +84,6 @@ ATTR_OUTCOME_SOURCE = "rrsi.outcome.source"
 _WORKFLOW_OPS = frozenset({"invoke_workflow", "workflow", "chain"})
 _CODE = re.compile(CODE_PATTERN)
 _Member = tuple[int, dict, dict]  # (index in the span list, span, attributes)
-_ROWS = TypeAdapter(list[typed_dict_of(StepRecord)])  # every field given: validates as the model does, into dicts
 
 
 @dataclass(frozen=True)
@@ -289,7 +287,7 @@ def _validated(mapped: list[tuple[dict, bool] | str], spans: _TraceSpans) -> lis
     """Each step's fields validated as a StepRecord (one call for the trace), or why not; reasons pass through."""
     rows = [m[0] for m in mapped if not isinstance(m, str)]
     try:
-        checked = iter(_ROWS.validate_python(rows))
+        checked = iter(RECORD_ROWS.validate_python(rows))
     except ValidationError:
         checked = None
     out = []
