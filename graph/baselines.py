@@ -114,6 +114,17 @@ def combine(attributions: list[Attribution], model: str | None = None) -> Attrib
 
 
 def blamed_steps(trace: Trace, attribution: Attribution) -> list[StepRecord]:
-    """The steps an attribution holds responsible: blame of at least half the top blame."""
-    top = max(attribution.step_blame.values(), default=0.0)
-    return [s for s in trace.steps if top > 0 and attribution.step_blame.get(s.step_id, 0.0) >= top / 2]
+    """The steps an attribution holds responsible: blame of at least half the top step blame, by an agent blamed
+    at least half as much as the most blamed one. A model whose step and agent heads disagree (the decisive step
+    by an agent it hardly blames) falls back to the root agent's steps with at least half the blame of its best."""
+    step, agent = attribution.step_blame, attribution.agent_blame
+    top, top_agent = max(step.values(), default=0.0), max(agent.values(), default=0.0)
+    if top <= 0:
+        return []
+    held = [s for s in trace.steps if step.get(s.step_id, 0.0) >= top / 2]
+    kept = [s for s in held if not agent or agent.get(s.agent, 0.0) >= top_agent / 2]
+    if kept:
+        return kept
+    own = [s for s in trace.steps if s.agent == attribution.root_agent]
+    best = max((step.get(s.step_id, 0.0) for s in own), default=0.0)
+    return [s for s in own if best > 0 and step.get(s.step_id, 0.0) >= best / 2]

@@ -192,8 +192,9 @@ class IncidentPipeline:
         on blame held for review none, and the params they would have tried, held with the reason."""
         acted = {r.agent for r in joint.reflections if r.actions} if joint is not None else set()
         if incident.review is not None:
-            return not_probed([(s.name, p) for s, p, _ in self.prober.opaque(standing, acted)], incident.review)
-        probed, plans = self.prober.probe(incident.incident_id, standing, acted)
+            opaque = self.prober.opaque(standing, acted, incident.findings)
+            return not_probed([(s.name, p) for s, p, _ in opaque], incident.review)
+        probed, plans = self.prober.probe(incident.incident_id, standing, acted, incident.findings)
         for agent in probed:  # a probe spends the evidence like a reflection that acts
             self.evidence.pop(agent, None)
         record(report, self.metrics, *plans)

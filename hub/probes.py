@@ -26,6 +26,7 @@ grows after probes that way were promoted in a row (:mod:`rrsi.hub.step_sizes`).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
 from rrsi.agents.self_reflection import param_wording, reflection_context
 from rrsi.config import HubConfig, UpdateConfig
@@ -35,8 +36,10 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.probe_order import ProbeOrder
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
 from rrsi.hub.step_sizes import sized_steps
+from rrsi.reflection import Finding
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
 __all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
@@ -51,24 +54,26 @@ def opaque_param(
     registry: ErrorCodeRegistry,
     config: HubConfig,
     probed: Counter | None = None,
+    affinity: dict[str, float] | None = None,
 ) -> str | None:
     """The param with the most records naming it whose reading is ``opaque`` (:func:`rrsi.evidence.param_reading`:
     enough of them name it, too few point a direction), if any.
 
     A record with no error code (a step blamed for a silent defect) that names no param
     (:func:`rrsi.evidence.named_params`) counts for each of the agent's params, the one probed least
-    often (``probed``) first.
+    often (``probed``) first, and among those the one its failure reads like most (``affinity``,
+    :mod:`rrsi.hub.probe_order`).
     """
     named = named_params(spec, records, registry)
     votes = symptom_votes(spec, records, registry)
-    probed = probed or Counter()
+    probed, affinity = probed or Counter(), affinity or {}
     rule = config.evidence
     opaque = [
-        (n, -probed[param], param)
+        (n, -probed[param], affinity.get(param, 0.0), param)
         for param, n in named.items()
         if param_reading(votes.get(param, Counter()), n, rule) == "opaque"
     ]
-    return max(opaque)[2] if opaque else None
+    return max(opaque)[-1] if opaque else None
 
 
 def probe_reflections(
@@ -107,15 +112,27 @@ class Prober:
         directory: the registered agents, their codes and current params.
         gate: which probe actions may proceed (the held ones are not probed).
         lifecycle: stores, validates and rolls back the probe plans.
+        order: scores an agent's params by a text incident's findings (with ``steer_probes`` on).
     """
 
-    def __init__(self, config: HubConfig, directory: AgentDirectory, gate: Gate, lifecycle: PlanLifecycle) -> None:
+    def __init__(
+        self,
+        config: HubConfig,
+        directory: AgentDirectory,
+        gate: Gate,
+        lifecycle: PlanLifecycle,
+        order: ProbeOrder | None = None,
+    ) -> None:
         self.config, self.directory, self.gate, self.lifecycle = config, directory, gate, lifecycle
+        self.order = order or ProbeOrder()
         self.probed: dict[str, Counter] = {}  # agent → param → times probed: silent evidence tries each in turn
 
-    def opaque(self, standing: list[StepRecord], acted: set[str]) -> list[tuple[AgentSpec, str, list[StepRecord]]]:
+    def opaque(
+        self, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding] = ()
+    ) -> list[tuple[AgentSpec, str, list[StepRecord]]]:
         """``(spec, param, records)`` of every agent of ``standing`` the reflection did not act on (``acted``)
-        whose evidence is opaque: what :meth:`probe` would try."""
+        whose evidence is opaque: what :meth:`probe` would try (the incident's ``findings`` order the params
+        when the records name none)."""
         by_agent: dict[str, list[StepRecord]] = {}
         for r in standing:
             by_agent.setdefault(r.agent, []).append(r)
@@ -124,16 +141,19 @@ class Prober:
             spec = self.directory.specs.get(agent)
             if agent in acted or spec is None:
                 continue
-            param = opaque_param(spec, records, self.directory.codes, self.config, self.probed.get(agent))
+            steer = self.order(spec, findings) if self.config.reflection.steer_probes else {}
+            param = opaque_param(spec, records, self.directory.codes, self.config, self.probed.get(agent), steer)
             if param is not None:
                 out.append((spec, param, records))
         return out
 
-    def probe(self, incident_id: str, standing: list[StepRecord], acted: set[str]) -> tuple[set[str], list[UpdatePlan]]:
+    def probe(
+        self, incident_id: str, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding] = ()
+    ) -> tuple[set[str], list[UpdatePlan]]:
         """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
         returns the agents probed and the plans that changed state."""
         probed, plans = set(), []
-        for spec, param, records in self.opaque(standing, acted):
+        for spec, param, records in self.opaque(standing, acted, findings):
             probed.add(spec.name)
             self.probed.setdefault(spec.name, Counter())[param] += 1
             code = spec.param(param).error_code

@@ -122,10 +122,13 @@ class ReflectionConfig(_Model):
     continue the adapter for ``retrain_epochs`` passes in the background (:mod:`rrsi.hub.lm.retraining`).
     With ``sequential`` (off by default) the evidence test spends ``alpha`` across the passes that read
     an agent's accumulating evidence, up to ``max_evidence`` votes (:mod:`rrsi.evidence`); off, it
-    is the fixed-sample test of one look (the default).
+    is the fixed-sample test of one look (the default). With ``steer_probes`` (on by default) a text
+    incident's findings decide which of a silent agent's params a probe tries first
+    (:mod:`rrsi.hub.probe_order`).
     """
 
     reflector: Literal["auto", "rule", "lm"] = "auto"
+    steer_probes: bool = True
     alpha: float = Field(default=1e-3, gt=0.0, lt=1.0)
     sequential: bool = False
     min_evidence: int = Field(default=MIN_EVIDENCE, ge=1)

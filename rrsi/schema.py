@@ -1,9 +1,8 @@
 """The shared vocabulary: pydantic v2 models every component speaks.
 
-Agents and their parameters, step records and traces, attributions and incidents, and
-update plans live here; the model base and :func:`validate` in :mod:`rrsi.schema_base`,
-reflections in :mod:`rrsi.reflection`. Every name of ``__all__`` imports from here.
-"""
+Agents and their parameters, step records and traces, attributions and incidents, and update plans live
+here; the model base and :func:`validate` in :mod:`rrsi.schema_base`, reflections in :mod:`rrsi.reflection`.
+Every name of ``__all__`` imports from here."""
 
 from __future__ import annotations
 
@@ -65,9 +64,10 @@ SUMMARY_CHARS = 256
 
 
 class ParamSpec(_Model):
-    """One tunable parameter of an agent and the bounds, risk and error type it governs."""
+    """One tunable parameter of an agent: bounds, risk, the error type it governs, what it does in words."""
 
     name: str = Field(pattern=NAME_PATTERN)
+    description: str | None = Field(default=None, max_length=300)
     kind: Literal["float", "int"] = "float"
     low: float
     high: float
