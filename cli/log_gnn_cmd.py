@@ -120,23 +120,28 @@ def print_transfer(result: dict) -> None:
             name, *(f"{_pct(metrics[m][0])} ± {_pct(metrics[m][1])}" for m in ("top1", "top1_one", "auroc"))
         )
     console.print(summary)
-    ece = result["summary"]["log_gnn_ece"]["ece"]
-    console.print(f"log GNN ECE over held-out groups: {ece[0]:.3f} ± {ece[1]:.3f}")
+    ece, top = result["summary"]["log_gnn_ece"]["ece"], result["summary"]["log_gnn_ece"]["top_ece"]
+    console.print(
+        f"log GNN ECE over held-out groups: {ece[0]:.3f} ± {ece[1]:.3f} (every agent), "
+        f"{top[0]:.3f} ± {top[1]:.3f} (each log's top attribution)"
+    )
     if "pooled" in result:
         p = result["pooled"]
         console.print(
             f"pooled over {p['logs']} held-out logs: GNN top-1 {_pct(p['log_gnn']['top1'])} (chance "
             f"{_pct(p['chance']['top1'])}), one faulty {_pct(p['log_gnn']['top1_one'])} (chance "
-            f"{_pct(p['chance']['top1_one'])}), AUROC {p['log_gnn']['auroc']:.3f}, ECE {p['log_gnn']['ece']:.3f}"
+            f"{_pct(p['chance']['top1_one'])}), AUROC {p['log_gnn']['auroc']:.3f}, ECE {p['log_gnn']['ece']:.3f} "
+            f"(top attribution {p['log_gnn']['top_ece']:.3f})"
         )
-    groups = Table(title="per held-out group: top-1 all / one faulty (chance beside), AUROC, ECE")
-    for column in ("group", "logs", "one", "GNN top-1", "chance", "GNN one", "chance one", "AUROC", "ECE"):
+    groups = Table(title="per held-out group: top-1 all / one faulty (chance beside), AUROC, ECE (agents, top)")
+    for column in ("group", "logs", "one", "GNN top-1", "chance", "GNN one", "chance one", "AUROC", "ECE", "top ECE"):
         groups.add_column(column, justify="left" if column == "group" else "right")
     for group, t in result["groups"].items():
         gnn, chance = t["log_gnn"], t["chance"]
         groups.add_row(
             group[:48], str(t["logs"]), str(t["one_faulty_logs"]), _pct(gnn["top1"]), _pct(chance["top1"]),
             _pct(gnn["top1_one"]), _pct(chance["top1_one"]), f"{gnn['auroc']:.3f}", f"{gnn['ece']:.3f}",
+            f"{gnn['top_ece']:.3f}",
         )  # fmt: skip
     console.print(groups)
 

@@ -6,7 +6,9 @@ as one group), the GNN is trained on every other AEGIS log and on Who&When
 Algorithm-Generated, and scored on the held-out logs. Per group and method: top-1 (the agent
 blamed most is faulty) over all logs and over logs with exactly one faulty agent among two or
 more, with per-log chance (|faulty| / |agents|) beside; AUROC of agent scores; for the GNN the
-ECE of its probabilities and a reliability table. Figures over groups are means with their
+ECE of its probabilities and a reliability table, over every agent's probability and over each log's top
+attribution (its probability against whether that agent is faulty: the confidence the hub's review threshold
+reads). Figures over groups are means with their
 standard deviation (top-1 on one-faulty logs over the groups with at least :data:`MIN_ONE_FAULTY` such
 logs); the same figures pooled over every held-out log are beside them.
 
@@ -117,6 +119,10 @@ def _group_table(rows: list[dict]) -> dict:
     gnn_y = np.concatenate([r["y"] for r in rows])
     table["log_gnn"]["ece"] = ece(gnn_p, gnn_y)
     table["log_gnn"]["reliability"] = reliability(gnn_p, gnn_y)
+    top_p = np.array([r["scores"]["log_gnn"].max() for r in rows])
+    top_hit = np.array([r["hits"]["log_gnn"] for r in rows])
+    table["log_gnn"]["top_ece"] = ece(top_p, top_hit)
+    table["log_gnn"]["top_reliability"] = reliability(top_p, top_hit)
     return table
 
 
@@ -183,7 +189,7 @@ def _summary(groups: dict) -> dict:
     out = {}
     methods = [m for m in AEGIS_METHODS if all(m in t for t in groups.values())]
     for name in [*methods, "log_gnn_ece"]:
-        metric_names = ("ece",) if name == "log_gnn_ece" else ("top1", "top1_one", "auroc")
+        metric_names = ("ece", "top_ece") if name == "log_gnn_ece" else ("top1", "top1_one", "auroc")
         source = "log_gnn" if name == "log_gnn_ece" else name
         out[name] = {}
         for metric in metric_names:

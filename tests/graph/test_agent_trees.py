@@ -86,4 +86,8 @@ def test_the_evaluation_reports_each_head_alone_beside_the_blend(hash_embedder):
     for table in result["groups"].values():
         assert {"log_gnn", "gnn_head", "trees_head"} <= set(table)
         assert 0.0 <= table["trees_head"]["auroc"] <= 1.0
+        top = table["log_gnn"]["top_reliability"]
+        assert sum(count for _, _, count, _, _ in top) == table["logs"], "one top attribution per log"
+        assert table["log_gnn"]["top_ece"] == pytest.approx(sum(c / table["logs"] * abs(o - p) for *_, c, p, o in top))
     assert set(result["summary"]) >= {"log_gnn", "gnn_head", "trees_head", "log_gnn_ece"}
+    assert set(result["summary"]["log_gnn_ece"]) == {"ece", "top_ece"}
