@@ -4,13 +4,13 @@ A silent failure (no error code, no param named in the agent's words) gives ever
 agent the same evidence, so the prober (:mod:`rrsi.hub.probes`) tries them in turn. A text incident's
 finding (:class:`~rrsi.reflection.Finding`) says more: the agent's failure mode (its MAST name and
 description) and the agent's own words where the failure starts. :func:`affinities` scores each param by
-how close it is in meaning to those — the cosine of sentence vectors from the bundled MiniLM (``all-
-MiniLM-L6-v2``) of the param's name, underscores read as spaces (``verify_passes`` → "verify passes"),
-followed by its ``description`` where the agent's registration gives one; the mode's cosine weighted by
-the mode's probability (the finding's ``confidence``), the words' by the rest, so a mode the reader is
-unsure of steers little and the agent's own words the more — and the prober tries, among the params
-probed least so far, the one with the highest score first. No table maps a mode to a param: its name and
-description are all that is read of it, so an agent whose params say nothing (``p1``, ``p2``, no
+how close it is in meaning to those — the cosine of sentence vectors from the bundled MiniLM
+(``all-MiniLM-L6-v2``) of the param's name, underscores read as spaces (``verify_passes`` → "verify
+passes"), followed by its ``description`` where the agent's registration gives one; the mode's cosine
+weighted by the mode's probability (the finding's ``confidence``), the words' by the rest, so a mode the
+reader is unsure of steers little and the agent's own words the more — and the prober tries, among the
+params probed least so far, the one with the highest score first. No table maps a mode to a param: its
+name and description are all that is read of it, so an agent whose params say nothing (``p1``, ``p2``, no
 description) is probed in an order no better than without a finding. Without findings, or with
 ``steer_probes`` off, the order is the prober's own (least probed first, then by name).
 """
