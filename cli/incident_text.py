@@ -58,6 +58,7 @@ def _moves(update: dict) -> str:
 def _plan(plan: dict) -> list[str]:
     lines = [f"plan {plan['plan_id']} ({plan.get('kind', 'update')}): {plan['state']}, made {when(plan['created_at'])}"]
     lines += [f"  {_moves(u)}" for u in plan["updates"]]
+    lines += [f"  why: {plan['reason']}"] if plan.get("reason") else []
     blocked = [g for g in plan["gates"] if not g["eligible"]]
     lines += [f"  gate {g['agent']}.{g['param']} ({g['risk']}): {g['reason']}" for g in blocked]
     for held in plan.get("held", []) or []:

@@ -193,7 +193,7 @@ class IncidentPipeline:
         acted = {r.agent for r in joint.reflections if r.actions} if joint is not None else set()
         if incident.review is not None:
             opaque = self.prober.opaque(standing, acted, incident.findings)
-            return not_probed([(s.name, p) for s, p, _ in opaque], incident.review)
+            return not_probed([(s.name, p) for s, p, *_ in opaque], incident.review)
         probed, plans = self.prober.probe(incident.incident_id, standing, acted, incident.findings)
         for agent in probed:  # a probe spends the evidence like a reflection that acts
             self.evidence.pop(agent, None)

@@ -129,10 +129,10 @@ class Prober:
 
     def opaque(
         self, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding] = ()
-    ) -> list[tuple[AgentSpec, str, list[StepRecord]]]:
-        """``(spec, param, records)`` of every agent of ``standing`` the reflection did not act on (``acted``)
-        whose evidence is opaque: what :meth:`probe` would try (the incident's ``findings`` order the params
-        when the records name none)."""
+    ) -> list[tuple[AgentSpec, str, list[StepRecord], str | None]]:
+        """``(spec, param, records, why)`` of every agent of ``standing`` the reflection did not act on (``acted``)
+        whose evidence is opaque: what :meth:`probe` would try. The incident's ``findings`` order the params
+        when the records name none; ``why`` says so where that changed the choice (else None)."""
         by_agent: dict[str, list[StepRecord]] = {}
         for r in standing:
             by_agent.setdefault(r.agent, []).append(r)
@@ -142,9 +142,15 @@ class Prober:
             if agent in acted or spec is None:
                 continue
             steer = self.order(spec, findings) if self.config.reflection.steer_probes else {}
-            param = opaque_param(spec, records, self.directory.codes, self.config, self.probed.get(agent), steer)
-            if param is not None:
-                out.append((spec, param, records))
+            probed, codes = self.probed.get(agent), self.directory.codes
+            param = opaque_param(spec, records, codes, self.config, probed, steer)
+            if param is None:
+                continue
+            why = None
+            if steer and param != opaque_param(spec, records, codes, self.config, probed):
+                finding = next(f for f in findings if f.agent == agent)
+                why = f"tried first: {param} reads closest to the {finding.mode} {finding.mode_name} finding"
+            out.append((spec, param, records, why))
         return out
 
     def probe(
@@ -153,16 +159,18 @@ class Prober:
         """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
         returns the agents probed and the plans that changed state."""
         probed, plans = set(), []
-        for spec, param, records in self.opaque(standing, acted, findings):
+        for spec, param, records, why in self.opaque(standing, acted, findings):
             probed.add(spec.name)
             self.probed.setdefault(spec.name, Counter())[param] += 1
             code = spec.param(param).error_code
             n = sum(1 for r in records if r.error_code in (code, None))
             silent = sum(1 for r in records if r.error_code is None) / len(records)
-            plans += self._each_way(incident_id, spec, param, n, silent)
+            plans += self._each_way(incident_id, spec, param, n, silent, why)
         return probed, plans
 
-    def _each_way(self, incident_id: str, spec: AgentSpec, param: str, n: int, silent: float) -> list[UpdatePlan]:
+    def _each_way(
+        self, incident_id: str, spec: AgentSpec, param: str, n: int, silent: float, why: str | None = None
+    ) -> list[UpdatePlan]:
         """One plan per direction, replayed in shadow; the better goes on to validation, the other is rolled
         back. On silent evidence the step is the trust region and, when neither replay could decide
         (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the outcome of the last settled plan on
@@ -171,7 +179,9 @@ class Prober:
         if silent >= SILENT_SHARE:
             config = config.model_copy(update={"default_step": max(config.default_step, config.trust_region)})
         reflections = probe_reflections(incident_id, spec, param, n, self.directory.codes)
-        tried = [t for suffix, sign, joint in reflections if (t := self._tried(joint, sign, suffix, config, silent))]
+        tried = [
+            t for suffix, sign, joint in reflections if (t := self._tried(joint, sign, suffix, config, silent, why))
+        ]
         if not tried:
             return []
         if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
@@ -182,8 +192,11 @@ class Prober:
         losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict, _ in tried[1:]]
         return [self.lifecycle.validate(tried[0][1]), *losers]
 
-    def _tried(self, joint: JointReflection, sign: float, suffix: str, config: UpdateConfig, silent: float):
-        """(gain, plan, verdict, blind) of one direction's plan replayed in shadow, or None when it has no plan."""
+    def _tried(
+        self, joint: JointReflection, sign: float, suffix: str, config: UpdateConfig, silent: float, why: str | None
+    ):
+        """(gain, plan, verdict, blind) of one direction's plan replayed in shadow, or None when it has no plan;
+        ``why`` becomes the plan's reason."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
         specs, plans = self.directory.specs, self.lifecycle.store.plans()
@@ -196,7 +209,7 @@ class Prober:
         )
         if plan is None:
             return None
-        flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent}
+        flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent, "reason": why}
         plan = plan.model_copy(update={"plan_id": plan.plan_id + suffix, "gates": decisions, **flags})
         self.lifecycle.store.put_plan(plan)
         pairs = self.lifecycle.shadow_pairs(plan, self.config.validation.shadow_tasks)

@@ -324,8 +324,7 @@ class CanaryVerdict(_Model):
 
 
 class ReplayPair(NamedTuple):
-    """A recent task run again in shadow: how the incumbent did (when it served it), how the candidate does;
-    a confidence is the step's own (``StepRecord.confidence``), ``None`` where the executor reports none."""
+    """A recent task run again in shadow: incumbent and candidate outcomes, confidences as steps give them (or None)."""
 
     incumbent_failed: bool
     candidate_failed: bool
@@ -352,12 +351,13 @@ class UpdatePlan(_Model):
     of a param whose symptoms say no way. ``silent_share``: its agents' share of blamed records with no error code
     (from ½ on, validation judges it by the traces it serves). ``objective``: the joint update's terms; ``held``:
     params asked to move that it leaves, with reasons. ``canary_slot``: its candidate's tasks (rrsi.canary_slots).
-    """
+    ``reason``: why this param, where the hub chose among several (a probe steered by a text incident's finding)."""
 
     plan_id: str = Field(min_length=1)
     incident_id: str = Field(min_length=1)
     updates: list[AgentUpdate] = Field(min_length=1)
     kind: Literal["update", "probe"] = "update"
+    reason: str | None = Field(default=None, max_length=300)
     probe_sign: Literal[1, -1] | None = None
     silent_share: float = Field(default=0.0, ge=0.0, le=1.0)
     objective: dict[str, float] = Field(default_factory=dict)

@@ -7,8 +7,11 @@ from collections import Counter
 
 import numpy as np
 
+from rrsi.cli.incident_text import incident_text
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.hub.console.pages import incident_page
+from rrsi.hub.console.render import incident_html
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.probe_order import ProbeOrder, affinities, param_text, param_words
 from rrsi.hub.probes import opaque_param
@@ -106,6 +109,14 @@ def _first_probe(steer: bool) -> set[str]:
         [probe] = [p for p in hub.store.plans() if p.kind == "probe" and p.state == "promoted"]
         u = probe.updates[0]
         assert u.agent == "beta"
+        text = incident_text(hub.incident_view(probe.incident_id))
+        if steer:
+            assert probe.reason.startswith("tried first: verify_passes reads closest to the FM-")
+            assert f"why: {probe.reason}" in text, "rrsi incidents show says why this param"
+            page = incident_html(incident_page(hub.store, probe.incident_id), static=True)
+            assert 'class="reason"' in page and "tried first: verify_passes" in page
+        else:
+            assert probe.reason is None and "why:" not in text
         return {n for n, v in u.theta_new.items() if v != u.theta_old[n]}
     finally:
         hub.close()
