@@ -64,16 +64,23 @@ def opaque_param(
     often (``probed``) first, and among those the one its failure reads like most (``affinity``,
     :mod:`rrsi.hub.probe_order`).
     """
+    return _first(_opaque_counts(spec, records, registry, config), probed, affinity)
+
+
+def _opaque_counts(
+    spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
+) -> dict[str, int]:
+    """Each param whose reading is ``opaque``, with the number of records naming it."""
     named = named_params(spec, records, registry)
     votes = symptom_votes(spec, records, registry)
-    probed, affinity = probed or Counter(), affinity or {}
     rule = config.evidence
-    opaque = [
-        (n, -probed[param], affinity.get(param, 0.0), param)
-        for param, n in named.items()
-        if param_reading(votes.get(param, Counter()), n, rule) == "opaque"
-    ]
-    return max(opaque)[-1] if opaque else None
+    return {p: n for p, n in named.items() if param_reading(votes.get(p, Counter()), n, rule) == "opaque"}
+
+
+def _first(opaque: dict[str, int], probed: Counter | None, affinity: dict[str, float] | None) -> str | None:
+    """Of ``opaque``, the most named, then the least probed, then the most affine, then the last by name."""
+    probed, affinity = probed or Counter(), affinity or {}
+    return max(opaque, key=lambda p: (opaque[p], -probed[p], affinity.get(p, 0.0), p)) if opaque else None
 
 
 def probe_reflections(
@@ -142,12 +149,12 @@ class Prober:
             if agent in acted or spec is None:
                 continue
             steer = self.order(spec, findings) if self.config.reflection.steer_probes else {}
-            probed, codes = self.probed.get(agent), self.directory.codes
-            param = opaque_param(spec, records, codes, self.config, probed, steer)
+            opaque, probed = _opaque_counts(spec, records, self.directory.codes, self.config), self.probed.get(agent)
+            param = _first(opaque, probed, steer)
             if param is None:
                 continue
             why = None
-            if steer and param != opaque_param(spec, records, codes, self.config, probed):
+            if steer and param != _first(opaque, probed, None):
                 finding = next(f for f in findings if f.agent == agent)
                 why = f"tried first: {param} reads closest to the {finding.mode} {finding.mode_name} finding"
             out.append((spec, param, records, why))
