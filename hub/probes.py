@@ -1,26 +1,29 @@
 """Probes: a bounded step each way when the evidence names a param but no direction.
 
-An agent's root records name a param through their error code, but when their symptoms are
-opaque ("could not complete", no "too low"/"too high") the rule Reflector finds no direction
-and acts on nothing. The Updater does not guess: for the param with the most such evidence
-(at least ``min_evidence`` records carrying its code, fewer than ``min_evidence`` of them
-pointing a way) it builds two reflections, ``increase`` and ``decrease``, each at confidence
-½ (no direction is known, so λ is raised ×4 as for any low-confidence update), and one plan
-per direction from the same joint solve (:func:`~rrsi.hub.joint_update.plan_update`: the
-trust region, the L2 regularizer and the gate apply as to any update). Both are replayed in
-shadow on the same recent tasks; the direction with the larger gain goes on to the
-configured validation (its promotion test against the incumbent decides), the other is
-rolled back with its verdict. Records blamed for a silent defect (no error code) name the param
-they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for each of
-the agent's params, probed in turn. On such evidence the step
-is the trust region and, when neither replay can decide (the agent's own steps hardly fail
-visibly), the direction tried is what outcomes said last — the way of the latest settled
-plan on the param if it was promoted, the other way if it was rolled back — and the
-lifecycle judges it on live traffic by the traces it serves. Each plan is of kind ``probe``
-with ``probe_sign`` +1 or −1 and a ``-probe-<agent>-up``/``-down`` id (the agent in the id: two
-agents probed in one incident would otherwise write their plans under one id, the later
-replacing the earlier in the store while both agents' param versions stay). A direction's step
-grows after probes that way were promoted in a row (:mod:`rrsi.hub.step_sizes`).
+An agent's root records name a param through their error code, but when their symptoms are opaque
+("could not complete", no "too low"/"too high") or point both ways (``mixed``: a sink agent's own
+failures say "too low" while the failures its bad inputs cause say "too high") the rule Reflector
+finds no direction and acts on nothing. The Updater does not guess: for the param with the most such
+evidence (at least ``min_evidence`` records carrying its code, their direction votes fewer than
+``min_evidence`` or no one-sided majority, :data:`UNDIRECTED`; mixed only under shadow or canary
+validation: votes both ways are also what noise gives) it builds two reflections,
+``increase`` and ``decrease``, each at confidence ½ (no direction is known, so λ is raised ×4 as for
+any low-confidence update), and one plan per direction from the same joint solve
+(:func:`~rrsi.hub.joint_update.plan_update`: the trust region, the L2 regularizer and the gate apply
+as to any update). Both are replayed in shadow on the same recent tasks; the direction with the
+larger gain goes on to the configured validation (its promotion test against the incumbent decides),
+the other is rolled back with its verdict. Records blamed for a silent defect (no error code) name
+the param they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for
+each of the agent's params, probed in turn. On such evidence the step is the trust region and, when
+neither replay can decide (the agent's own steps hardly fail visibly), the direction tried is the
+one whose replay leaned better (b − c), and on a tie what outcomes said last — the way of the latest
+settled plan on the param if it was promoted or its candidate failed less often than the incumbent,
+the other way if it was rolled back worse or even — and the lifecycle judges it on live traffic by
+the traces it serves. Each plan is of kind ``probe`` with ``probe_sign`` +1 or −1 and a
+``-probe-<agent>-up``/``-down`` id (the agent in the id: two agents probed in one incident would
+otherwise write their plans under one id, the later replacing the earlier in the store while both
+agents' param versions stay). A direction's step grows after probes that way were promoted in a row
+(:mod:`rrsi.hub.step_sizes`).
 """
 
 from __future__ import annotations
@@ -42,9 +45,10 @@ from rrsi.hub.step_sizes import sized_steps
 from rrsi.reflection import Finding
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
-__all__ = ["PROBE_CONFIDENCE", "opaque_param", "probe_reflections", "Prober"]
+__all__ = ["PROBE_CONFIDENCE", "UNDIRECTED", "leaned_better", "opaque_param", "probe_reflections", "Prober"]
 
 PROBE_CONFIDENCE = 0.5
+UNDIRECTED = ("opaque", "mixed")  # the readings of a param's evidence that name it but no direction
 _DIRECTIONS = (("increase", "up", 1.0), ("decrease", "down", -1.0))
 
 
@@ -56,8 +60,8 @@ def opaque_param(
     probed: Counter | None = None,
     affinity: dict[str, float] | None = None,
 ) -> str | None:
-    """The param with the most records naming it whose reading is ``opaque`` (:func:`rrsi.evidence.param_reading`:
-    enough of them name it, too few point a direction), if any.
+    """The param with the most records naming it whose reading gives no direction (:func:`rrsi.evidence.param_reading`
+    ``opaque``: enough of them name it, too few point a direction; or ``mixed``: they point both ways), if any.
 
     A record with no error code (a step blamed for a silent defect) that names no param
     (:func:`rrsi.evidence.named_params`) counts for each of the agent's params, the one probed least
@@ -70,11 +74,12 @@ def opaque_param(
 def _opaque_counts(
     spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
 ) -> dict[str, int]:
-    """Each param whose reading is ``opaque``, with the number of records naming it."""
+    """Each param whose reading gives no direction, with the number of records naming it: ``opaque``, or ``mixed``
+    where validation can judge the probe (votes both ways are what noise gives: without validation, wait)."""
     named = named_params(spec, records, registry)
     votes = symptom_votes(spec, records, registry)
-    rule = config.evidence
-    return {p: n for p, n in named.items() if param_reading(votes.get(p, Counter()), n, rule) == "opaque"}
+    rule, undirected = config.evidence, UNDIRECTED if config.validation.mode != "none" else ("opaque",)
+    return {p: n for p, n in named.items() if param_reading(votes.get(p, Counter()), n, rule) in undirected}
 
 
 def _first(opaque: dict[str, int], probed: Counter | None, affinity: dict[str, float] | None) -> str | None:
@@ -180,8 +185,8 @@ class Prober:
     ) -> list[UpdatePlan]:
         """One plan per direction, replayed in shadow; the better goes on to validation, the other is rolled
         back. On silent evidence the step is the trust region and, when neither replay could decide
-        (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the outcome of the last settled plan on
-        the param (the same way after a promotion, the other after a rollback), tried on live traffic."""
+        (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the one whose replay leaned better, on a tie
+        the outcome of the last settled plan on the param (:meth:`_last_way`), tried on live traffic."""
         config = self.config.update
         if silent >= SILENT_SHARE:
             config = config.model_copy(update={"default_step": max(config.default_step, config.trust_region)})
@@ -193,7 +198,7 @@ class Prober:
             return []
         if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
             way = self._last_way(spec.name, param)
-            tried.sort(key=lambda t: t[1].probe_sign != way)
+            tried.sort(key=lambda t: (t[0], t[1].probe_sign == way), reverse=True)
         else:
             tried.sort(key=lambda t: t[0], reverse=True)
         losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict, _ in tried[1:]]
@@ -225,12 +230,21 @@ class Prober:
         return better - worse, plan, verdict, shadow_blind(pairs, self.config.validation)
 
     def _last_way(self, agent: str, param: str) -> float:
-        """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted, else the other (+1 first)."""
+        """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted or its candidate failed less
+        often than the incumbent (:func:`leaned_better`), else the other (+1 first)."""
         for plan in sorted(self.lifecycle.store.plans(), key=lambda p: p.created_at, reverse=True):
             if plan.state not in ("promoted", "rolled_back"):
                 continue
             for u in plan.updates:
                 if u.agent == agent and u.theta_new.get(param, 0.0) != u.theta_old.get(param, 0.0):
                     way = 1.0 if u.theta_new[param] > u.theta_old[param] else -1.0
-                    return way if plan.state == "promoted" else -way
+                    return way if plan.state == "promoted" or leaned_better(plan) else -way
         return 1.0
+
+
+def leaned_better(plan: UpdatePlan) -> bool:
+    """Whether ``plan``'s verdict saw its candidate fail at a lower rate than the incumbent, passed or not."""
+    if plan.canary is None:
+        return False
+    (n_cand, f_cand), (n_inc, f_inc) = plan.canary.candidate, plan.canary.incumbent
+    return n_cand > 0 and n_inc > 0 and f_cand / n_cand < f_inc / n_inc

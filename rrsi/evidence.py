@@ -21,13 +21,14 @@ Of a param's ``n`` direction votes, ``k`` for the leading direction:
   point no way in truth read one-sided with probability at most α (up to N votes);
 - **too few** when n < ``min_evidence`` or not even n of n votes one way would be one-sided
   (½ⁿ ≥ α: fewer than 10 at α = 10⁻³; sequential: fewer than 12 at α = 10⁻³, N = 2000);
-- **mixed** otherwise: enough votes to tell, and they point both ways (noise failures do).
+- **mixed** otherwise: enough votes to tell, and they point both ways (noise failures do, and so
+  do failures a bad input causes, whose symptoms point one misleading way).
 
 A param's reading over its failures is that verdict when it is one-sided or mixed; otherwise
 **opaque** when at least ``min_evidence`` failures name the param but fewer than
-``min_evidence`` of them point a direction (the symptoms do not say which way: the hub
-probes the param, a bounded step each way in validation), else **few** (too few failures to
-tell: wait for more).
+``min_evidence`` of them point a direction (the symptoms do not say which way), else **few**
+(too few failures to tell: wait for more). An opaque or mixed param is acted on by no
+reflection; the hub probes it, a bounded step each way in validation (:mod:`rrsi.hub.probes`).
 """
 
 from __future__ import annotations

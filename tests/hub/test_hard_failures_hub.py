@@ -8,7 +8,7 @@ from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.probes import PROBE_CONFIDENCE, opaque_param, probe_reflections
-from rrsi.schema import AgentSpec, AgentUpdate, UpdatePlan
+from rrsi.schema import AgentSpec, AgentUpdate, CanaryVerdict, UpdatePlan
 from tests.helpers import DOWN, UP, step
 
 
@@ -49,6 +49,26 @@ def test_opaque_evidence_names_the_param_but_no_direction():
     assert opaque_param(spec, opaque, registry, config) == "strict"
     assert opaque_param(spec, clear, registry, config) is None  # the Reflector has a direction there
     assert opaque_param(spec, opaque[:-1], registry, config) is None  # too little evidence
+
+
+def test_evidence_pointing_both_ways_is_probed_like_opaque_evidence():
+    spec = AgentSpec.model_validate(UP)
+    registry, config = _registry(spec), HubConfig()
+    both = [
+        step(
+            trace=f"t{i}",
+            step_id="up",
+            agent="up",
+            error_code="UP_FAIL_001",
+            scratchpad=f"strict=0.2 looked too {'low' if i % 2 else 'high'}",
+        )
+        for i in range(24)
+    ]
+    assert opaque_param(spec, both, registry, config) == "strict"  # mixed: 12 say up, 12 down
+    unvalidated = HubConfig(validation="none")
+    assert opaque_param(spec, both, registry, unvalidated) is None  # nothing would judge the probe: wait
+    one_way = [s.model_copy(update={"scratchpad": "strict=0.2 looked too low"}) for s in both]
+    assert opaque_param(spec, one_way, registry, config) is None  # one-sided: the Reflector acts on it
 
 
 def test_a_probe_is_one_bounded_step_each_way_at_low_confidence():
@@ -111,3 +131,10 @@ def test_a_blind_silent_probe_goes_the_way_outcomes_said_last():
         plan.model_copy(update={"plan_id": "p2", "created_at": plan.created_at + 1}).transition("promoted")
     )
     assert prober._last_way("up", "strict") == -1.0  # down was promoted: down again
+    for k, (cand, inc, way) in enumerate([((200, 3), (200, 9), -1.0), ((200, 9), (200, 9), 1.0)]):
+        verdict = CanaryVerdict(share=0.0, candidate=cand, incumbent=inc, promoted=False, reason="too few to tell")
+        later = plan.model_copy(
+            update={"plan_id": f"p{3 + k}", "created_at": plan.created_at + 2 + k, "canary": verdict}
+        )
+        hub.store.put_plan(later.transition("canary").transition("rolled_back"))
+        assert prober._last_way("up", "strict") == way  # rolled back leaning better: down again; even: up
