@@ -6,24 +6,26 @@ failures say "too low" while the failures its bad inputs cause say "too high") t
 finds no direction and acts on nothing. The Updater does not guess: for the param with the most such
 evidence (at least ``min_evidence`` records carrying its code, their direction votes fewer than
 ``min_evidence`` or no one-sided majority, :data:`UNDIRECTED`; mixed only under shadow or canary
-validation: votes both ways are also what noise gives) it builds two reflections,
-``increase`` and ``decrease``, each at confidence ½ (no direction is known, so λ is raised ×4 as for
-any low-confidence update), and one plan per direction from the same joint solve
+validation: votes both ways are also what noise gives) it builds two reflections, ``increase`` and
+``decrease``, each at confidence ½ (no direction is known, so λ is raised ×4 as for any
+low-confidence update), and one plan per direction from the same joint solve
 (:func:`~rrsi.hub.joint_update.plan_update`: the trust region, the L2 regularizer and the gate apply
 as to any update). Both are replayed in shadow on the same recent tasks; the direction with the
-larger gain goes on to the configured validation (its promotion test against the incumbent decides),
-the other is rolled back with its verdict. Records blamed for a silent defect (no error code) name
-the param they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for
-each of the agent's params, probed in turn. On such evidence the step is the trust region and, when
-neither replay can decide (the agent's own steps hardly fail visibly), the direction tried is the
-one whose replay leaned better (b − c), and on a tie what outcomes said last — the way of the latest
-settled plan on the param if it was promoted or its candidate failed less often than the incumbent,
-the other way if it was rolled back worse or even — and the lifecycle judges it on live traffic by
-the traces it serves. Each plan is of kind ``probe`` with ``probe_sign`` +1 or −1 and a
-``-probe-<agent>-up``/``-down`` id (the agent in the id: two agents probed in one incident would
-otherwise write their plans under one id, the later replacing the earlier in the store while both
-agents' param versions stay). A direction's step grows after probes that way were promoted in a row
-(:mod:`rrsi.hub.step_sizes`).
+larger gain goes on to the configured validation (its promotion test against the incumbent decides;
+in shadow replay at its sized step and then, on the same tasks, that step times each further factor
+of ``step_ladder``, the best that passes promoted, as for a reflection's plan:
+:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`), the other is rolled back with its
+verdict. Records blamed for a silent defect (no error code) name the param they speak of, if any
+(:func:`rrsi.evidence.silent_param`); those that name none count for each of the agent's params,
+probed in turn. On such evidence the step is the trust region and, when neither replay can decide
+(the agent's own steps hardly fail visibly), the direction tried is the one whose replay leaned
+better (b − c), and on a tie what outcomes said last — the way of the latest settled plan on the
+param if it was promoted or its candidate failed less often than the incumbent, the other way if it
+was rolled back worse or even — and the lifecycle judges it on live traffic by the traces it serves.
+Each plan is of kind ``probe`` with ``probe_sign`` +1 or −1 and a ``-probe-<agent>-up``/``-down`` id
+(the agent in the id: two agents probed in one incident would otherwise write their plans under one
+id, the later replacing the earlier in the store while both agents' param versions stay). A
+direction's step grows after probes that way were promoted in a row (:mod:`rrsi.hub.step_sizes`).
 """
 
 from __future__ import annotations
@@ -183,10 +185,11 @@ class Prober:
     def _each_way(
         self, incident_id: str, spec: AgentSpec, param: str, n: int, silent: float, why: str | None = None
     ) -> list[UpdatePlan]:
-        """One plan per direction, replayed in shadow; the better goes on to validation, the other is rolled
-        back. On silent evidence the step is the trust region and, when neither replay could decide
-        (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the one whose replay leaned better, on a tie
-        the outcome of the last settled plan on the param (:meth:`_last_way`), tried on live traffic."""
+        """One plan per direction, replayed in shadow; the better goes on to validation (at growing steps in shadow
+        replay, :meth:`_tried`), the other is rolled back. On silent evidence the step is the trust region
+        and, when neither replay could decide (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the
+        one whose replay leaned better, on a tie the outcome of the last settled plan on the param
+        (:meth:`_last_way`), tried on live traffic."""
         config = self.config.update
         if silent >= SILENT_SHARE:
             config = config.model_copy(update={"default_step": max(config.default_step, config.trust_region)})
@@ -198,36 +201,42 @@ class Prober:
             return []
         if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
             way = self._last_way(spec.name, param)
-            tried.sort(key=lambda t: (t[0], t[1].probe_sign == way), reverse=True)
+            tried.sort(key=lambda t: (t[0], t[1][0].probe_sign == way), reverse=True)
         else:
             tried.sort(key=lambda t: t[0], reverse=True)
-        losers = [self.lifecycle.reject(plan, verdict) for _, plan, verdict, _ in tried[1:]]
-        return [self.lifecycle.validate(tried[0][1]), *losers]
+        losers = [self.lifecycle.reject(plans[0], verdict) for _, plans, verdict, _ in tried[1:]]
+        return [self.lifecycle.validate_ladder(tried[0][1]), *losers]
 
     def _tried(
         self, joint: JointReflection, sign: float, suffix: str, config: UpdateConfig, silent: float, why: str | None
     ):
-        """(gain, plan, verdict, blind) of one direction's plan replayed in shadow, or None when it has no plan;
-        ``why`` becomes the plan's reason."""
+        """(gain, plans, verdict, blind) of one direction, or None when it has no plan: its plans at the sized step
+        and, in shadow replay, that step times each further factor of ``step_ladder`` (capped at ρ), the first
+        replayed in shadow; ``why`` becomes the plans' reason."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
-        specs, plans = self.directory.specs, self.lifecycle.store.plans()
-        plan = (
-            None
-            if eligible is None
-            else plan_update(
-                eligible, specs, current, config, self.directory.graph, sized_steps(eligible, plans, specs, config)
-            )
-        )
-        if plan is None:
+        if eligible is None:
+            return None
+        specs, graph = self.directory.specs, self.directory.graph
+        steps = sized_steps(eligible, self.lifecycle.store.plans(), specs, config)
+        factors = config.step_ladder if self.config.validation.mode == "shadow" else [1.0]
+        plans: list[UpdatePlan] = []
+        for factor in factors:
+            rung = {k: min(config.trust_region, v * factor) for k, v in steps.items()}
+            plan = plan_update(eligible, specs, current, config, graph, rung)
+            if plan is not None and all(plan.updates != p.updates for p in plans):
+                plans.append(plan)
+        if not plans:
             return None
         flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent, "reason": why}
-        plan = plan.model_copy(update={"plan_id": plan.plan_id + suffix, "gates": decisions, **flags})
-        self.lifecycle.store.put_plan(plan)
-        pairs = self.lifecycle.shadow_pairs(plan, self.config.validation.shadow_tasks)
+        plans = [
+            p.model_copy(update={"plan_id": plans[0].plan_id + suffix, "gates": decisions, **flags}) for p in plans
+        ]
+        self.lifecycle.store.put_plan(plans[0])
+        pairs = self.lifecycle.shadow_pairs(plans[0], self.config.validation.shadow_tasks)
         _, verdict = shadow_verdict(pairs, self.config.validation)
         better, worse = compare(pairs)
-        return better - worse, plan, verdict, shadow_blind(pairs, self.config.validation)
+        return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation)
 
     def _last_way(self, agent: str, param: str) -> float:
         """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted or its candidate failed less

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from rrsi.config import HubConfig
+from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
 from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
 from rrsi.store import Store
+from tests.helpers import UP, step
 
 SPEC = AgentSpec(name="a", params=[{"name": "x", "low": 0.0, "high": 1.0, "init": 0.2}])
 CONFIG = HubConfig(validation="shadow")
@@ -84,3 +86,36 @@ def test_a_small_gain_is_replayed_on_more_tasks_before_it_is_judged(tmp_path):
 def test_a_first_step_that_fails_is_rolled_back(tmp_path):
     plan = lifecycle(tmp_path, Replays(fixed=lambda x: 0, broken=lambda x: 3)).validate_ladder(plans(0.3, 0.4))
     assert plan.state == "rolled_back" and plan.updates[0].theta_new["x"] == 0.3
+
+
+class StrictReplays(Replays):
+    """:class:`Replays` of a plan on agent ``up``'s ``strict``."""
+
+    def shadow_replay(self, plan, n, skip=()):
+        x = plan.updates[0].theta_new["strict"]
+        self.asked.append((x, n))
+        good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
+        return (
+            [ReplayPair(True, False)] * good
+            + [ReplayPair(False, True)] * bad
+            + [ReplayPair(False, False)] * (n - good - bad)
+        )
+
+
+def test_a_probe_that_passes_is_tried_at_larger_steps_on_the_same_tasks(tmp_path):
+    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"validation": "shadow", "attribution": "most_upstream"})
+    hub.register_agent(UP)
+    replays = StrictReplays(fixed=lambda x: 20 * (x - 0.2) if x > 0.2 else 0, broken=lambda x: 5 if x < 0.2 else 0)
+    hub.pipeline.lifecycle.harnesses = replays  # up helps, the more the better; down breaks
+    opaque = [
+        step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="could not complete")
+        for i in range(hub.config.reflection.min_evidence)
+    ]
+    hub.ingest(opaque)
+    report = hub.analyze()
+    promoted = [p for p in report.plans if p.kind == "probe" and p.state == "promoted"]
+    assert len(promoted) == 1 and promoted[0].plan_id.endswith("-probe-up-up")
+    tried_up = sorted({x for x, _ in replays.asked if x > 0.2})
+    assert len(tried_up) == 3  # the sized step, then ×2 and ×3 of it (step_ladder)
+    assert promoted[0].updates[0].theta_new["strict"] == tried_up[-1]  # the largest gain of those that passed
+    assert hub.current_params("up")[1]["strict"] == tried_up[-1]
