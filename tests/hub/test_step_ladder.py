@@ -22,13 +22,13 @@ class Directory:
 
 
 class Replays:
-    """Replays where the candidate at x fixes ``fixed(x)`` of every 100 tasks and breaks ``broken(x)``."""
+    """Replays where the candidate at x (``param``) fixes ``fixed(x)`` of every 100 tasks and breaks ``broken(x)``."""
 
-    def __init__(self, fixed, broken):
-        self.fixed, self.broken, self.asked = fixed, broken, []
+    def __init__(self, fixed, broken, param="x"):
+        self.fixed, self.broken, self.param, self.asked = fixed, broken, param, []
 
     def shadow_replay(self, plan, n, skip=()):
-        x = plan.updates[0].theta_new["x"]
+        x = plan.updates[0].theta_new[self.param]
         self.asked.append((x, n))
         good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
         return (
@@ -88,24 +88,12 @@ def test_a_first_step_that_fails_is_rolled_back(tmp_path):
     assert plan.state == "rolled_back" and plan.updates[0].theta_new["x"] == 0.3
 
 
-class StrictReplays(Replays):
-    """:class:`Replays` of a plan on agent ``up``'s ``strict``."""
-
-    def shadow_replay(self, plan, n, skip=()):
-        x = plan.updates[0].theta_new["strict"]
-        self.asked.append((x, n))
-        good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
-        return (
-            [ReplayPair(True, False)] * good
-            + [ReplayPair(False, True)] * bad
-            + [ReplayPair(False, False)] * (n - good - bad)
-        )
-
-
 def test_a_probe_that_passes_is_tried_at_larger_steps_on_the_same_tasks(tmp_path):
     hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"validation": "shadow", "attribution": "most_upstream"})
     hub.register_agent(UP)
-    replays = StrictReplays(fixed=lambda x: 20 * (x - 0.2) if x > 0.2 else 0, broken=lambda x: 5 if x < 0.2 else 0)
+    replays = Replays(
+        fixed=lambda x: 20 * (x - 0.2) if x > 0.2 else 0, broken=lambda x: 5 if x < 0.2 else 0, param="strict"
+    )
     hub.pipeline.lifecycle.harnesses = replays  # up helps, the more the better; down breaks
     opaque = [
         step(trace=f"t{i}", step_id="up", agent="up", error_code="UP_FAIL_001", scratchpad="could not complete")
