@@ -43,7 +43,7 @@ from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.probe_order import ProbeOrder
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
-from rrsi.hub.step_sizes import sized_steps
+from rrsi.hub.step_sizes import ladder, sized_steps
 from rrsi.reflection import Finding
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
@@ -219,10 +219,8 @@ class Prober:
             return None
         specs, graph = self.directory.specs, self.directory.graph
         steps = sized_steps(eligible, self.lifecycle.store.plans(), specs, config)
-        factors = config.step_ladder if self.config.validation.mode == "shadow" else [1.0]
         plans: list[UpdatePlan] = []
-        for factor in factors:
-            rung = {k: min(config.trust_region, v * factor) for k, v in steps.items()}
+        for rung in ladder(steps, 0.0, config, self.config.validation.mode == "shadow", least=False):
             plan = plan_update(eligible, specs, current, config, graph, rung)
             if plan is not None and all(plan.updates != p.updates for p in plans):
                 plans.append(plan)

@@ -77,14 +77,15 @@ def sized_steps(
     return steps
 
 
-def ladder(steps: Steps, floor: float, config: UpdateConfig, shadow: bool = True) -> list[Steps]:
-    """The steps a plan is tried at, smallest first: every step at ``floor`` (at least), then ``steps`` (each at
-    least ``floor``) times every factor of ``step_ladder``, each capped at ρ; repeats dropped. Without
-    ``shadow`` (one candidate is all a canary serves): ``steps`` alone, each at least ``floor``."""
+def ladder(steps: Steps, floor: float, config: UpdateConfig, shadow: bool = True, least: bool = True) -> list[Steps]:
+    """The steps a plan is tried at, smallest first: every step at ``floor`` (at least; left out without
+    ``least``), then ``steps`` (each at least ``floor``) times every factor of ``step_ladder``, each capped at
+    ρ; repeats dropped. Without ``shadow`` (one candidate is all a canary serves): ``steps`` alone, each at
+    least ``floor``."""
     base = {k: max(v, floor) for k, v in steps.items()}
     if not shadow:
         return [base]
-    rungs = [{k: floor for k in steps}]
+    rungs = [{k: floor for k in steps}] if least else []
     for factor in config.step_ladder:
         rung = {k: max(floor, min(config.trust_region, v * factor)) for k, v in base.items()}
         if rung not in rungs:
