@@ -146,9 +146,10 @@ class PlanLifecycle:
         self.harnesses.push_candidates(plan)
         return plan
 
-    def reject(self, plan: UpdatePlan, verdict: CanaryVerdict) -> UpdatePlan:
-        """Roll back a proposed plan that lost a comparison (a probe's other direction), keeping its verdict."""
-        return self.rollback(self._start_canary(plan).model_copy(update={"canary": verdict}))
+    def reject(self, plan: UpdatePlan, verdict: CanaryVerdict, winner: str) -> UpdatePlan:
+        """Roll back a proposed plan that lost a comparison to plan ``winner`` (a probe's other direction), keeping
+        its verdict."""
+        return self.rollback(self._start_canary(plan).model_copy(update={"canary": verdict, "lost_to": winner}))
 
     def _start_canary(self, plan: UpdatePlan) -> UpdatePlan:
         updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]

@@ -15,17 +15,19 @@ larger gain goes on to the configured validation (its promotion test against the
 in shadow replay at its sized step and then, on the same tasks, that step times each further factor
 of ``step_ladder``, the best that passes promoted, as for a reflection's plan:
 :meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`), the other is rolled back with its
-verdict. Records blamed for a silent defect (no error code) name the param they speak of, if any
-(:func:`rrsi.evidence.silent_param`); those that name none count for each of the agent's params,
-probed in turn. On such evidence the step is the trust region and, when neither replay can decide
-(the agent's own steps hardly fail visibly), the direction tried is the one whose replay leaned
-better (b − c), and on a tie what outcomes said last — the way of the latest settled plan on the
-param if it was promoted or its candidate failed less often than the incumbent, the other way if it
-was rolled back worse or even — and the lifecycle judges it on live traffic by the traces it serves.
-Each plan is of kind ``probe`` with ``probe_sign`` +1 or −1 and a ``-probe-<agent>-up``/``-down`` id
-(the agent in the id: two agents probed in one incident would otherwise write their plans under one
-id, the later replacing the earlier in the store while both agents' param versions stay). A
-direction's step grows after probes that way were promoted in a row (:mod:`rrsi.hub.step_sizes`).
+verdict and ``lost_to`` naming the winner. Records blamed for a silent defect (no error code) name
+the param they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for
+each of the agent's params, probed in turn. On such evidence the step starts at the trust region
+and, when neither replay can decide (the agent's own steps hardly fail visibly), the direction
+tried is the one whose replay leaned better (b − c), and on a tie what outcomes said last — the way
+of the latest settled plan on the param if it was promoted or its candidate failed less often than
+the incumbent, the other way if it was rolled back worse or even — and the lifecycle judges it on
+live traffic by the traces it serves. Each plan is of kind ``probe`` with ``probe_sign`` +1 or −1
+and a ``-probe-<agent>-up``/``-down`` id (the agent in the id: two agents probed in one incident
+would otherwise write their plans under one id, the later replacing the earlier in the store while
+both agents' param versions stay). A direction's step grows after probes that way were promoted in a
+row and shrinks after one that won its replay and was rolled back by validation
+(:mod:`rrsi.hub.step_sizes`).
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from rrsi.agents.self_reflection import param_wording, reflection_context
-from rrsi.config import HubConfig, UpdateConfig
+from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.evidence import named_params, param_reading, symptom_votes
 from rrsi.hub.directory import AgentDirectory
@@ -191,12 +193,9 @@ class Prober:
         one whose replay leaned better, on a tie the outcome of the last settled plan on the param
         (:meth:`_last_way`), tried on live traffic."""
         config = self.config.update
-        if silent >= SILENT_SHARE:
-            config = config.model_copy(update={"default_step": max(config.default_step, config.trust_region)})
+        start = max(config.default_step, config.trust_region) if silent >= SILENT_SHARE else config.default_step
         reflections = probe_reflections(incident_id, spec, param, n, self.directory.codes)
-        tried = [
-            t for suffix, sign, joint in reflections if (t := self._tried(joint, sign, suffix, config, silent, why))
-        ]
+        tried = [t for sfx, sign, joint in reflections if (t := self._tried(joint, sign, sfx, start, silent, why))]
         if not tried:
             return []
         if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
@@ -204,21 +203,21 @@ class Prober:
             tried.sort(key=lambda t: (t[0], t[1][0].probe_sign == way), reverse=True)
         else:
             tried.sort(key=lambda t: t[0], reverse=True)
-        losers = [self.lifecycle.reject(plans[0], verdict) for _, plans, verdict, _ in tried[1:]]
+        winner = tried[0][1][0].plan_id
+        losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, _ in tried[1:]]
         return [self.lifecycle.validate_ladder(tried[0][1]), *losers]
 
-    def _tried(
-        self, joint: JointReflection, sign: float, suffix: str, config: UpdateConfig, silent: float, why: str | None
-    ):
+    def _tried(self, joint: JointReflection, sign: float, suffix: str, start: float, silent: float, why: str | None):
         """(gain, plans, verdict, blind) of one direction, or None when it has no plan: its plans at the sized step
-        and, in shadow replay, that step times each further factor of ``step_ladder`` (capped at ρ), the first
-        replayed in shadow; ``why`` becomes the plans' reason."""
+        (``start`` without history) and, in shadow replay, that step times each further factor of ``step_ladder``
+        (capped at ρ), the first replayed in shadow; ``why`` becomes the plans' reason."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
         if eligible is None:
             return None
         specs, graph = self.directory.specs, self.directory.graph
-        steps = sized_steps(eligible, self.lifecycle.store.plans(), specs, config)
+        config = self.config.update
+        steps = sized_steps(eligible, self.lifecycle.store.plans(), specs, config, start)
         plans: list[UpdatePlan] = []
         for rung in ladder(steps, 0.0, config, self.config.validation.mode == "shadow", least=False):
             plan = plan_update(eligible, specs, current, config, graph, rung)

@@ -9,10 +9,12 @@ that moved the param:
   way again and again, so the param is likely still far from its optimum;
 - after a rolled-back move in the action's direction, the step is that move divided by
   ``step_growth``, at least ``default_step``: the move went too far, or its gain could not be told;
-- otherwise (no history, or the latest move went the other way) ``default_step``.
+- otherwise (no history, or the latest move went the other way) the starting step: ``default_step``,
+  or what the caller gives (a probe on silent evidence starts at the trust region).
 
-A rolled-back probe (:mod:`rrsi.hub.probes`) does not count: it says the other way did better,
-not how far to go.
+A probe rolled back because the other direction replayed better (its ``lost_to``,
+:mod:`rrsi.hub.probes`) does not count: it says the other way did better, not how far to go. A
+probe that won its replay and then failed validation counts like any rolled-back move.
 
 Shadow replay may also try other steps of the same plan on the same tasks, smallest first
 (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`): :func:`ladder` gives the least step,
@@ -36,7 +38,7 @@ def _moves(plans: list[UpdatePlan], spec: AgentSpec, param: str) -> list[tuple[s
     """(state, sign, normalized size) of every settled plan that moved ``spec``'s ``param``, newest first."""
     out = []
     for plan in sorted(plans, key=lambda p: p.created_at, reverse=True):
-        if plan.state not in ("promoted", "rolled_back") or (plan.kind == "probe" and plan.state == "rolled_back"):
+        if plan.state not in ("promoted", "rolled_back") or plan.lost_to is not None:
             continue
         for u in plan.updates:
             if u.agent != spec.name or param not in u.theta_new:
@@ -48,10 +50,10 @@ def _moves(plans: list[UpdatePlan], spec: AgentSpec, param: str) -> list[tuple[s
     return out
 
 
-def _step(moves: list[tuple[str, float, float]], sign: float, config: UpdateConfig) -> float:
-    """The step of a move in direction ``sign`` after ``moves`` (see the module docstring)."""
+def _step(moves: list[tuple[str, float, float]], sign: float, config: UpdateConfig, start: float) -> float:
+    """The step of a move in direction ``sign`` after ``moves``, ``start`` without history (module docstring)."""
     if not moves or moves[0][1] != sign:
-        return config.default_step
+        return start
     state, _, size = moves[0]
     if state == "rolled_back":
         return max(config.default_step, size / config.step_growth)
@@ -61,19 +63,25 @@ def _step(moves: list[tuple[str, float, float]], sign: float, config: UpdateConf
             break
         streak += 1
     if streak < 2:
-        return config.default_step
+        return start
     grown = max(size, config.default_step) * config.step_growth ** (streak - 1)
-    return max(config.default_step, min(config.trust_region, grown))
+    return max(start, min(config.trust_region, grown))
 
 
 def sized_steps(
-    joint: JointReflection, plans: list[UpdatePlan], specs: dict[str, AgentSpec], config: UpdateConfig
+    joint: JointReflection,
+    plans: list[UpdatePlan],
+    specs: dict[str, AgentSpec],
+    config: UpdateConfig,
+    start: float | None = None,
 ) -> Steps:
-    """(agent, param) → step for every action of ``joint`` without a value, from the settled ``plans``."""
+    """(agent, param) → step for every action of ``joint`` without a value, from the settled ``plans``; ``start``:
+    the step without history (default ``default_step``)."""
     steps: Steps = {}
+    start = config.default_step if start is None else start
     for a in (a for r in joint.reflections for a in r.actions):
         if a.op in _SIGN and a.agent in specs:
-            steps[(a.agent, a.param)] = _step(_moves(plans, specs[a.agent], a.param), _SIGN[a.op], config)
+            steps[(a.agent, a.param)] = _step(_moves(plans, specs[a.agent], a.param), _SIGN[a.op], config, start)
     return steps
 
 

@@ -83,9 +83,7 @@ class ParamSpec(_Model):
         if not self.low < self.high:
             raise ValueError(f"param {self.name!r}: low ({self.low}) must be below high ({self.high})")
         if not self.low <= self.init <= self.high:
-            raise ValueError(
-                f"param {self.name!r}: init {self.init} must lie in [low, high] = [{self.low}, {self.high}]"
-            )
+            raise ValueError(f"param {self.name!r}: init {self.init} must lie in [low={self.low}, high={self.high}]")
         if self.kind == "int" and not all(float(v).is_integer() for v in (self.low, self.high, self.init)):
             raise ValueError(f"param {self.name!r}: kind 'int' needs integer low, high and init")
         if self.scale is None:
@@ -351,7 +349,8 @@ class UpdatePlan(_Model):
     of a param whose symptoms say no way. ``silent_share``: its agents' share of blamed records with no error code
     (from ½ on, validation judges it by the traces it serves). ``objective``: the joint update's terms; ``held``:
     params asked to move that it leaves, with reasons. ``canary_slot``: its candidate's tasks (rrsi.canary_slots).
-    ``reason``: why this param, where the hub chose among several (a probe steered by a text incident's finding)."""
+    ``reason``: why this param, where the hub chose among several (a probe steered by a text incident's finding).
+    ``lost_to``: a probe rolled back unvalidated because the other direction's replay did better: that plan's id."""
 
     plan_id: str = Field(min_length=1)
     incident_id: str = Field(min_length=1)
@@ -359,6 +358,7 @@ class UpdatePlan(_Model):
     kind: Literal["update", "probe"] = "update"
     reason: str | None = Field(default=None, max_length=300)
     probe_sign: Literal[1, -1] | None = None
+    lost_to: str | None = None
     silent_share: float = Field(default=0.0, ge=0.0, le=1.0)
     objective: dict[str, float] = Field(default_factory=dict)
     active_constraints: list[str] = Field(default_factory=list)

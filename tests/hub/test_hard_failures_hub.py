@@ -99,6 +99,10 @@ def test_two_agents_probed_in_one_incident_keep_their_own_plans():
     assert len({p.plan_id for p in probes}) == 4  # one id per agent and direction
     for plan in probes:  # the store holds each agent's own plan under its id, none replaced by another's
         assert hub.store.plan(plan.plan_id).updates[0].agent == plan.updates[0].agent
+    for agent in ("up", "down"):  # one direction per agent lost its replay and names the one that won it
+        [lost] = [p for p in probes if p.updates[0].agent == agent and p.lost_to is not None]
+        [won] = [p for p in probes if p.updates[0].agent == agent and p is not lost]
+        assert lost.lost_to == won.plan_id and won.lost_to is None and lost.state == "rolled_back"
 
 
 def test_silent_evidence_names_each_param_in_turn():

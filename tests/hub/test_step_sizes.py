@@ -55,3 +55,25 @@ def test_the_ladder_starts_at_the_least_step_and_stays_in_the_trust_region():
     rungs = ladder({("a", "x"): 0.2}, 0.1, CONFIG)
     assert [r[("a", "x")] for r in rungs] == [0.1, 0.2, CONFIG.trust_region]
     assert ladder({("a", "x"): 0.2}, 0.1, CONFIG, shadow=False) == [{("a", "x"): 0.2}]
+
+
+def probe(state: str, old: float, new: float, at: float, lost_to: str | None = None) -> UpdatePlan:
+    plan = settled(state, old, new, at)
+    return plan.model_copy(update={"kind": "probe", "probe_sign": 1 if new > old else -1, "lost_to": lost_to})
+
+
+def test_a_probe_rolled_back_by_validation_shrinks_the_next_step_from_the_start():
+    rho = CONFIG.trust_region
+    plans = [settled("promoted", 1.0, 4.0, 1), probe("rolled_back", 4.0, 7.0, 2), probe("rolled_back", 4.0, 1.0, 3)]
+    # the latest probe (down 0.3) won its replay and failed validation: down shrinks, up starts at ρ again
+    down = sized_steps(joint("decrease"), plans, {"a": SPEC}, CONFIG, start=rho)[("a", "x")]
+    up = sized_steps(joint("increase"), plans, {"a": SPEC}, CONFIG, start=rho)[("a", "x")]
+    assert down == pytest.approx(rho / CONFIG.step_growth)
+    assert up == rho
+
+
+def test_a_probe_that_lost_its_replay_says_nothing_about_size():
+    rho = CONFIG.trust_region
+    plans = [probe("promoted", 4.0, 1.0, 1), probe("rolled_back", 1.0, 0.0, 3, lost_to="p-up")]
+    assert sized_steps(joint("decrease"), plans, {"a": SPEC}, CONFIG, start=rho)[("a", "x")] == rho
+    assert step("decrease", plans) == CONFIG.default_step
