@@ -65,6 +65,7 @@ def _plan(plan: dict) -> list[str]:
         lines.append(f"  held {held.get('agent')}.{held.get('param')}: {held.get('reason')}")
     if plan.get("canary"):
         lines.append(f"  validation: {plan['canary']['reason']}")
+    lines += [f"  lost to {plan['lost_to']}: the other direction replayed better"] if plan.get("lost_to") else []
     return lines
 
 

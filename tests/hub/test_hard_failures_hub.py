@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
+from rrsi.cli.incident_text import incident_text
 from rrsi.config import HubConfig
 from rrsi.error_codes import ErrorCodeRegistry
+from rrsi.hub.console.pages import incident_page
+from rrsi.hub.console.render import incident_html
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.probes import PROBE_CONFIDENCE, opaque_param, probe_reflections
 from rrsi.schema import AgentSpec, AgentUpdate, CanaryVerdict, UpdatePlan
@@ -103,6 +106,8 @@ def test_two_agents_probed_in_one_incident_keep_their_own_plans():
         [lost] = [p for p in probes if p.updates[0].agent == agent and p.lost_to is not None]
         [won] = [p for p in probes if p.updates[0].agent == agent and p is not lost]
         assert lost.lost_to == won.plan_id and won.lost_to is None and lost.state == "rolled_back"
+        assert f"lost to {won.plan_id}" in incident_text(hub.incident_view(report.incidents[0]))
+        assert f"lost to {won.plan_id}" in incident_html(incident_page(hub.store, report.incidents[0]), static=True)
 
 
 def test_silent_evidence_names_each_param_in_turn():
