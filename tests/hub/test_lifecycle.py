@@ -87,11 +87,16 @@ def test_steady_scenario_is_left_alone(ray_module, tmp_path):
 
 
 def test_hub_beats_independent_on_three_shapes(ray_module, tmp_path):
+    spurious = {"hub": 0, "independent": 0}
     for name in ["loan-approval", "long-chain", "diamond"]:
         scenario = bundled_scenario(name)
         result = run_demo(
             scenario, ["independent", "hub"], scenario.rounds, 0, tmp_path / name, HubConfig(validation="shadow")
         )
         hub, ind = result["modes"]["hub"]["final"], result["modes"]["independent"]["final"]
-        assert hub["spurious_updates"] <= ind["spurious_updates"] / 2, (name, hub, ind)
+        assert hub["max_drift_non_root"] == 0.0, (name, hub)  # no agent that was never a root is touched
         assert hub["failure_rate_last"] <= ind["failure_rate_last"], (name, hub, ind)
+        spurious = {mode: n + result["modes"][mode]["final"]["spurious_updates"] for mode, n in spurious.items()}
+    # spurious: an update to an agent that caused no failure that round (a planted root's late move toward its
+    # optimum counts too); at most half of independent's over the three shapes
+    assert spurious["hub"] <= spurious["independent"] / 2, spurious
