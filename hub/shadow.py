@@ -13,8 +13,8 @@ each time up to ``shadow_max_tasks`` (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.r
 test is then the sign test with α spent across those looks (b ≥ c[b + c] of
 :func:`rrsi.stats.sequential_sign_boundary`, a Lan–DeMets spending function over the discordant
 count with exact boundaries): P(promoting a candidate no better than the incumbent) ≤ α however
-many looks the replay takes. A small gain (one task in a hundred) cannot show in 200 tasks; it
-can in a thousand.
+many looks the replay takes. A small gain (a few tasks in a thousand) cannot show in 200 tasks; it
+can in a few thousand (``shadow_max_tasks``, at most the ``replay_buffer`` each harness keeps).
 
 A replay only sees what the agent's own step shows. When the evidence behind a plan is silent
 (``UpdatePlan.silent_share``: the share of its agents' blamed records with no error code, ≥ ½) and

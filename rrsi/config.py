@@ -58,7 +58,7 @@ class HarnessConfig(_Model):
     backoff_max_s: float = Field(default=2.0, gt=0.0, le=600.0)
     give_up_after_s: float = Field(default=300.0, gt=0.0)
     failures_kept: int = Field(default=2000, ge=1)  # latest failing records for the single-agent loop
-    replay_buffer: int = Field(default=1000, ge=0)
+    replay_buffer: int = Field(default=3000, ge=0)
 
 
 class IngestConfig(_Model):
@@ -219,7 +219,7 @@ class ValidationConfig(_Model):
     canary_max_sample: int = Field(default=2000, ge=1)
     canary_stall_s: float = Field(default=120.0, gt=0.0)
     shadow_tasks: int = Field(default=200, ge=1)
-    shadow_max_tasks: int = Field(default=1000, ge=1)
+    shadow_max_tasks: int = Field(default=3000, ge=1)
 
     @model_validator(mode="after")
     def _samples(self) -> ValidationConfig:
