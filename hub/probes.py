@@ -45,7 +45,7 @@ from rrsi.hub.joint_update import plan_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.probe_order import ProbeOrder
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
-from rrsi.hub.step_sizes import ladder, sized_steps
+from rrsi.hub.step_sizes import Steps, ladder, sized_steps
 from rrsi.reflection import Finding
 from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
@@ -192,14 +192,17 @@ class Prober:
         and, when neither replay could decide (:func:`~rrsi.hub.shadow.shadow_blind`), the direction is the
         one whose replay leaned better, on a tie the outcome of the last settled plan on the param
         (:meth:`_last_way`), tried on live traffic."""
-        config = self.config.update
+        config, settled = self.config.update, self.lifecycle.store.plans()
         start = max(config.default_step, config.trust_region) if silent >= SILENT_SHARE else config.default_step
-        reflections = probe_reflections(incident_id, spec, param, n, self.directory.codes)
-        tried = [t for sfx, sign, joint in reflections if (t := self._tried(joint, sign, sfx, start, silent, why))]
+        tried = []
+        for sfx, sign, joint in probe_reflections(incident_id, spec, param, n, self.directory.codes):
+            steps = sized_steps(joint, settled, self.directory.specs, config, start)
+            if t := self._tried(joint, sign, sfx, steps, silent, why):
+                tried.append(t)
         if not tried:
             return []
         if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
-            way = self._last_way(spec.name, param)
+            way = self._last_way(spec.name, param, settled)
             tried.sort(key=lambda t: (t[0], t[1][0].probe_sign == way), reverse=True)
         else:
             tried.sort(key=lambda t: t[0], reverse=True)
@@ -207,17 +210,16 @@ class Prober:
         losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, _ in tried[1:]]
         return [self.lifecycle.validate_ladder(tried[0][1]), *losers]
 
-    def _tried(self, joint: JointReflection, sign: float, suffix: str, start: float, silent: float, why: str | None):
-        """(gain, plans, verdict, blind) of one direction, or None when it has no plan: its plans at the sized step
-        (``start`` without history) and, in shadow replay, that step times each further factor of ``step_ladder``
-        (capped at ρ), the first replayed in shadow; ``why`` becomes the plans' reason."""
+    def _tried(self, joint: JointReflection, sign: float, suffix: str, steps: Steps, silent: float, why: str | None):
+        """(gain, plans, verdict, blind) of one direction, or None when it has no plan: its plans at the sized
+        ``steps`` and, in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ), the
+        first replayed in shadow; ``why`` becomes the plans' reason."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
         if eligible is None:
             return None
         specs, graph = self.directory.specs, self.directory.graph
         config = self.config.update
-        steps = sized_steps(eligible, self.lifecycle.store.plans(), specs, config, start)
         plans: list[UpdatePlan] = []
         for rung in ladder(steps, 0.0, config, self.config.validation.mode == "shadow", least=False):
             plan = plan_update(eligible, specs, current, config, graph, rung)
@@ -235,10 +237,11 @@ class Prober:
         better, worse = compare(pairs)
         return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation)
 
-    def _last_way(self, agent: str, param: str) -> float:
-        """+1 or −1: the way the latest settled plan moved ``param`` if it was promoted or its candidate failed less
-        often than the incumbent (:func:`leaned_better`), else the other (+1 first)."""
-        for plan in sorted(self.lifecycle.store.plans(), key=lambda p: p.created_at, reverse=True):
+    @staticmethod
+    def _last_way(agent: str, param: str, plans: list[UpdatePlan]) -> float:
+        """+1 or −1: the way the latest settled plan of ``plans`` moved ``param`` if it was promoted or its candidate
+        failed less often than the incumbent (:func:`leaned_better`), else the other (+1 first)."""
+        for plan in sorted(plans, key=lambda p: p.created_at, reverse=True):
             if plan.state not in ("promoted", "rolled_back"):
                 continue
             for u in plan.updates:

@@ -1,8 +1,8 @@
 """Steps sized by evidence: how far an ``increase``/``decrease`` without a value moves a param.
 
-A param's step starts at ``default_step`` (normalized units). Outcomes resize it, read from the
-settled plans in the store (so a restarted hub sizes as before), newest first, over the plans
-that moved the param:
+A param's step starts at ``default_step`` (normalized units), or at the step a caller gives.
+Outcomes resize it, read from the settled plans in the store (so a restarted hub sizes as before),
+newest first, over the plans that moved the param:
 
 - after s ≥ 2 consecutive promoted moves in the action's direction, the step is the latest
   move times ``step_growth``^(s − 1), at most the trust region ρ: validation has confirmed that

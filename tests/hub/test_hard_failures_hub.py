@@ -10,7 +10,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.hub.console.pages import incident_page
 from rrsi.hub.console.render import incident_html
 from rrsi.hub.hub import ReflectionHub
-from rrsi.hub.probes import PROBE_CONFIDENCE, opaque_param, probe_reflections
+from rrsi.hub.probes import PROBE_CONFIDENCE, Prober, opaque_param, probe_reflections
 from rrsi.schema import AgentSpec, AgentUpdate, CanaryVerdict, UpdatePlan
 from tests.helpers import DOWN, UP, step
 
@@ -123,8 +123,11 @@ def test_silent_evidence_names_each_param_in_turn():
 
 def test_a_blind_silent_probe_goes_the_way_outcomes_said_last():
     hub = _hub()
-    prober = hub.pipeline.prober
-    assert prober._last_way("up", "strict") == 1.0  # nothing settled yet: up first
+
+    def last_way() -> float:
+        return Prober._last_way("up", "strict", hub.store.plans())
+
+    assert last_way() == 1.0  # nothing settled yet: up first
     plan = UpdatePlan(
         plan_id="p1",
         incident_id="i",
@@ -135,15 +138,15 @@ def test_a_blind_silent_probe_goes_the_way_outcomes_said_last():
         ],
     )
     hub.store.put_plan(plan.transition("canary").transition("rolled_back"))
-    assert prober._last_way("up", "strict") == 1.0  # down was rolled back: up
+    assert last_way() == 1.0  # down was rolled back: up
     hub.store.put_plan(
         plan.model_copy(update={"plan_id": "p2", "created_at": plan.created_at + 1}).transition("promoted")
     )
-    assert prober._last_way("up", "strict") == -1.0  # down was promoted: down again
+    assert last_way() == -1.0  # down was promoted: down again
     for k, (cand, inc, way) in enumerate([((200, 3), (200, 9), -1.0), ((200, 9), (200, 9), 1.0)]):
         verdict = CanaryVerdict(share=0.0, candidate=cand, incumbent=inc, promoted=False, reason="too few to tell")
         later = plan.model_copy(
             update={"plan_id": f"p{3 + k}", "created_at": plan.created_at + 2 + k, "canary": verdict}
         )
         hub.store.put_plan(later.transition("canary").transition("rolled_back"))
-        assert prober._last_way("up", "strict") == way  # rolled back leaning better: down again; even: up
+        assert last_way() == way  # rolled back leaning better: down again; even: up
