@@ -3,8 +3,8 @@
 :func:`attribute_log` takes a :class:`~rrsi.schema.Trace` whose steps carry message text (the
 scratchpad), the task, and returns a :class:`LogAttribution`: every blameable agent's
 calibrated probability of being faulty, every blameable step's probability of being the
-decisive one, the blamed agent and step. :func:`attribute_logs` does many logs with their
-messages embedded in one batch and the graphs scored in batches.
+decisive one, the blamed agent and the decisive step (:func:`decisive_step`). :func:`attribute_logs`
+does many logs with their messages embedded in one batch and the graphs scored in batches.
 """
 
 from __future__ import annotations
@@ -23,16 +23,26 @@ from rrsi.graph.log_graph import log_agents, log_graph
 from rrsi.schema import Attribution, Trace
 from rrsi.traces.agent_names import is_context_step
 
-__all__ = ["LogAttribution", "attribute_log", "attribute_logs"]
+__all__ = ["LogAttribution", "decisive_step", "attribute_log", "attribute_logs"]
+
+
+def decisive_step(p_step: np.ndarray, p_agent: np.ndarray, agent_of: np.ndarray) -> int:
+    """The index of the decisive step: the largest P(decisive) · P(its author is faulty) (``agent_of[k]``: the
+    index of step ``k``'s author in ``p_agent``). A step whose author the agent head clears is an unlikely
+    decisive step."""
+    score = np.log(np.clip(p_step, 1e-12, 1.0)) + np.log(np.clip(p_agent, 1e-12, 1.0))[agent_of]
+    return int(np.argmax(score))
 
 
 @dataclass(frozen=True)
 class LogAttribution:
     """Calibrated probabilities for one log: ``agents`` (faulty, each in [0, 1]; several may be) and
-    ``steps`` (decisive, summing to 1 over the blameable steps), keyed by agent name and step id."""
+    ``steps`` (decisive, summing to 1 over the blameable steps), keyed by agent name and step id;
+    ``authors`` maps each step id to its agent."""
 
     agents: dict[str, float]
     steps: dict[str, float]
+    authors: dict[str, str]
 
     @property
     def agent(self) -> str:
@@ -41,8 +51,10 @@ class LogAttribution:
 
     @property
     def step(self) -> str:
-        """The step most probably decisive."""
-        return max(self.steps, key=self.steps.get)
+        """The decisive step (:func:`decisive_step`)."""
+        names, ids = list(self.agents), list(self.steps)
+        of = np.array([names.index(self.authors[i]) for i in ids])
+        return ids[decisive_step(np.array(list(self.steps.values())), np.array(list(self.agents.values())), of)]
 
     def as_attribution(self, model: str = "log-gnn") -> Attribution:
         """The project's :class:`~rrsi.schema.Attribution` (agent blame = P(faulty))."""
@@ -80,7 +92,8 @@ def attribute_logs(
     for (trace, _), (p_step, p_agent) in zip(logs, predict(model, graphs)):
         blame = [s for s in trace.steps if not is_context_step(s)]
         agents = dict(zip(log_agents(trace), (float(p) for p in p_agent)))
-        out.append(LogAttribution(agents, {s.step_id: float(p) for s, p in zip(blame, p_step)}))
+        steps = {s.step_id: float(p) for s, p in zip(blame, p_step)}
+        out.append(LogAttribution(agents, steps, {s.step_id: s.agent for s in blame}))
     return out
 
 

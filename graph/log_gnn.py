@@ -14,6 +14,13 @@ computes all relations' messages with one matrix product and one scatter):
 **Step head.** :math:`s_v = w^\top [h^{(0)}_v \| h^{(L)}_v]`; the decisive step is a softmax over
 the log's blameable nodes, :math:`P(v) = e^{s_v / T_s} / \sum_u e^{s_u / T_s}`.
 
+**Step expert beside the step head.** A model trained on step-labelled logs also holds a conditional
+logit over each blameable step's standardized :data:`~rrsi.graph.log_features.LOG_FEATURES` (the
+real-log model's form, :func:`~rrsi.graph.log_model.fit_step_logit`, fitted on the same logs); its
+score :math:`e_v` is added to the step head's, :math:`P(v) \propto e^{(s_v + e_v) / T_s}` — a
+product of the two experts, :math:`T_s` fitted on the sum. The linear expert reads the few features
+that carry over from 126 labelled logs without the capacity to fit their accidents.
+
 **Agent head.** An agent's nodes are pooled (mean and max of :math:`h^{(L)}`, mean of the
 standardized :data:`~rrsi.graph.log_graph.NODE_FEATURES`), each pool also *centered* on the mean
 of the log's agents — what sets this agent apart from its peers carries over between teams where
@@ -64,12 +71,13 @@ from torch_geometric.utils import scatter, softmax
 from rrsi.errors import UserError
 from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.embedding import EMBED_DIM
+from rrsi.graph.log_features import LOG_FEATURES
 from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS, agent_graph, blame_graph
 from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogGNNConfig", "LogGNN", "RelationalConv", "LOG_GNN_VERSION", "is_log_gnn_file"]
 
-LOG_GNN_VERSION = 3
+LOG_GNN_VERSION = 4  # 4: the step expert
 
 
 class LogGNNConfig(_Model):
@@ -130,6 +138,9 @@ class LogGNN(nn.Module):
         self.register_buffer("scale", torch.ones(IN_DIM))
         self.register_buffer("calibration", torch.tensor([1.0, 1.0, 0.0]))  # T_s, alpha, beta
         self.register_buffer("blend", torch.tensor([1.0, 0.0]))  # alpha_2, beta_2
+        expert = torch.zeros(3, len(LOG_FEATURES))
+        expert[2] = 1.0
+        self.register_buffer("step_expert", expert)  # weights, center, scale (zero weights: no expert)
         self.trees: AgentTrees | None = None
         self.text = nn.Linear(EMBED_DIM, config.text_dim)
         self.encode = nn.Sequential(nn.Linear(config.text_dim + f, h), nn.ReLU())
@@ -166,6 +177,12 @@ class LogGNN(nn.Module):
         pooled = torch.cat([*centered, parts[0], torch.log(mass.clamp_min(1e-6)).unsqueeze(1)], dim=1)
         return step, self.agent_head(self.drop(pooled)).squeeze(1)
 
+    def step_logits(self, batch, step: torch.Tensor) -> torch.Tensor:
+        """The step head's raw logits ``step`` plus the step expert's scores, ``[M]`` (before the temperature)."""
+        weights, center, scale = self.step_expert
+        raw = batch.x[batch.blame_node, EMBED_DIM : EMBED_DIM + len(LOG_FEATURES)]
+        return step + ((raw - center) / scale) @ weights
+
     def agent_log_odds(self, batch, agent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The calibrated log-odds of the GNN's agent head (from its raw ``agent`` logits) and of the trees
         (``None`` for a model without trees), ``[A]`` each."""
@@ -180,7 +197,8 @@ class LogGNN(nn.Module):
         if trees is not None:
             alpha, beta = self.blend.tolist()
             gnn = alpha * 0.5 * (gnn + trees) + beta
-        return softmax(step / self.calibration[0].item(), blame_graph(batch)), torch.sigmoid(gnn)
+        step = self.step_logits(batch, step) / self.calibration[0].item()
+        return softmax(step, blame_graph(batch)), torch.sigmoid(gnn)
 
     def save(self, path: str | Path, trained_on: str = "", metrics: dict | None = None) -> Path:
         """Write the weights, config and provenance as one file (tensors and plain types; no pickle needed)."""

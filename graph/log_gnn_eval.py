@@ -31,6 +31,7 @@ from scipy.special import expit
 
 from rrsi.graph.calibration import auroc, ece, reliability
 from rrsi.graph.evaluate import MethodScores, Prediction, log_model_predictions, whowhen_baselines
+from rrsi.graph.log_attribution import decisive_step
 from rrsi.graph.log_features import log_features, step_texts
 from rrsi.graph.log_gnn import LogGNNConfig
 from rrsi.graph.log_gnn_training import LogTrainSettings, agent_parts, fit_log_gnn, predict
@@ -200,13 +201,17 @@ def _summary(groups: dict) -> dict:
 
 
 def _gnn_whowhen_predictions(model, test: list[WhoWhenLog], graphs: list[LogData]) -> dict[str, list[Prediction]]:
-    """The model's predictions, and with trees each agent head's alone (the step is the model's)."""
+    """The model's predictions (the decisive step by :func:`~rrsi.graph.log_attribution.decisive_step`), with
+    trees each agent head's alone beside them, and ``step_head_alone``: the step the step head (and its expert)
+    ranks first whoever wrote it."""
     out: dict[str, list[Prediction]] = {}
-    for log, (p_step, p_agent), heads in zip(test, predict(model, graphs), _heads(model, graphs)):
-        step = log.blameable[int(np.argmax(p_step))]
+    for log, graph, (p_step, p_agent), heads in zip(test, graphs, predict(model, graphs), _heads(model, graphs)):
+        agents = log_agents(log.trace)
+        step = log.blameable[decisive_step(p_step, p_agent, graph.agent_of.numpy())]
         for name, scores in {"log_gnn": p_agent, **heads}.items():
-            agent = log_agents(log.trace)[int(np.argmax(scores))]
-            out.setdefault(name, []).append(Prediction(log.original_agent(agent), step))
+            out.setdefault(name, []).append(Prediction(log.original_agent(agents[int(np.argmax(scores))]), step))
+        agent = log.original_agent(agents[int(np.argmax(p_agent))])
+        out.setdefault("step_head_alone", []).append(Prediction(agent, log.blameable[int(np.argmax(p_step))]))
     return out
 
 

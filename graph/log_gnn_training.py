@@ -4,7 +4,8 @@ Examples come from AEGIS (faulty agents, no step: the agent head learns from the
 Who&When Algorithm-Generated (the one mistaken agent and the decisive step: both heads). A
 share of the training logs (``calibration_share``, drawn per source) is held out: the epoch
 with the lowest held-out loss is kept; the agent trees (:mod:`rrsi.graph.agent_trees`,
-``trees`` rounds, each agent weighted as its log) are fitted on the same training logs; and the
+``trees`` rounds, each agent weighted as its log) and the step expert (a conditional logit over the
+step-labelled logs' step features, ``step_expert_l2``) are fitted on the same training logs; and the
 calibration (:mod:`rrsi.graph.calibration`: the step softmax's temperature, Platt scaling of the
 GNN's agent logits, then of the mean of both heads' log-odds) is fitted on the held-out share, so
 no probability is calibrated on the logs it was trained on.
@@ -30,10 +31,11 @@ from rrsi.config import default_home
 from rrsi.errors import UserError
 from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.calibration import fit_platt, fit_temperature
-from rrsi.graph.embedding import Embedder, TextEmbedder
-from rrsi.graph.log_features import step_texts
+from rrsi.graph.embedding import EMBED_DIM, Embedder, TextEmbedder
+from rrsi.graph.log_features import LOG_FEATURES, step_texts
 from rrsi.graph.log_gnn import LogGNN, LogGNNConfig
 from rrsi.graph.log_graph import LabelledLog, LogData, agent_graph, blame_graph, log_graph
+from rrsi.graph.log_model import fit_step_logit
 from rrsi.graph.static_embedding import StaticEmbedder
 from rrsi.graph.vector_cache import VectorCache
 from rrsi.schema_base import _Model
@@ -69,6 +71,7 @@ class LogTrainSettings(_Model):
         whowhen_weight: weight of a log that has a step label (there are few) beside an AEGIS log.
         calibration_share: share of each source's training logs held out for the epoch choice and calibration.
         trees: boosting rounds of the agent trees beside the GNN's agent head (0: the GNN alone).
+        step_expert_l2: ridge strength of the step expert beside the step head (0: the step head alone).
         seed: seeds the split, the initialization and the order of the logs.
     """
 
@@ -80,6 +83,7 @@ class LogTrainSettings(_Model):
     whowhen_weight: float = Field(default=5.0, ge=0.0, le=1000.0)
     calibration_share: float = Field(default=0.15, gt=0.0, lt=0.5)
     trees: int = Field(default=200, ge=0, le=2000)
+    step_expert_l2: float = Field(default=10.0, ge=0.0, le=1e4)
     seed: int = 0
 
 
@@ -204,12 +208,17 @@ def _train(model: LogGNN, train: Sequence[LogData], held: Sequence[LogData], set
 
 
 def predict(model: LogGNN, graphs: Sequence[LogData], calibrated: bool = True, batch_size: int = 256) -> list:
-    """Per log: ``(step scores [m], agent scores [a])`` as numpy, calibrated probabilities (else raw logits)."""
+    """Per log: ``(step scores [m], agent scores [a])`` as numpy, calibrated probabilities (else raw logits, the
+    step's with the step expert's scores added)."""
     model.eval()
     out = []
     with torch.no_grad():
         for batch in _batches(graphs, batch_size):
-            step, agent = model.probabilities(batch) if calibrated else model(batch)
+            if calibrated:
+                step, agent = model.probabilities(batch)
+            else:
+                step, agent = model(batch)
+                step = model.step_logits(batch, step)
             graph_of, agents_of = blame_graph(batch), agent_graph(batch)
             for k in range(batch.num_graphs):
                 out.append((step[graph_of == k].numpy(), agent[agents_of == k].numpy()))
@@ -227,6 +236,16 @@ def _fit_trees(graphs: Sequence[LogData], settings: LogTrainSettings) -> AgentTr
     table, y, weight = np.concatenate(tables), np.concatenate(labels), np.concatenate(weights)
     known = ~np.isnan(y)
     return AgentTrees.fit(table[known], y[known], weight[known], settings.trees, settings.seed)
+
+
+def _fit_step_expert(model: LogGNN, graphs: Sequence[LogData], l2: float) -> None:
+    """The step expert (:meth:`LogGNN.step_logits`) on the step-labelled logs of ``graphs``; none without them."""
+    labelled = [g for g in graphs if g.step_y.sum() > 0]
+    if not labelled or l2 == 0:
+        return
+    raw = [g.x[g.blame_node, EMBED_DIM : EMBED_DIM + len(LOG_FEATURES)].double().numpy() for g in labelled]
+    weights, center, scale = fit_step_logit(raw, [int(g.step_y.argmax()) for g in labelled], l2)
+    model.step_expert.copy_(torch.from_numpy(np.stack([weights, center, scale])).float())
 
 
 def _calibrate(model: LogGNN, held: Sequence[LogData]) -> None:
@@ -277,6 +296,7 @@ def fit_log_gnn(
     train, held = [labelled[i] for i in train_idx], [labelled[i] for i in held_idx]
     _standardize(model, train)
     _train(model, train, held, settings)
+    _fit_step_expert(model, train, settings.step_expert_l2)
     if settings.trees:
         model.trees = _fit_trees(train, settings)
     if held:

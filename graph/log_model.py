@@ -32,7 +32,14 @@ from rrsi.graph.log_features import LOG_FEATURES, LogFeatures
 from rrsi.schema import Attribution, StepRecord, Trace
 from rrsi.schema_base import _Model, validate
 
-__all__ = ["LogModelConfig", "LogAttributionModel", "StepEvidence", "fit_log_model", "LOG_MODEL_VERSION"]
+__all__ = [
+    "LogModelConfig",
+    "LogAttributionModel",
+    "StepEvidence",
+    "fit_log_model",
+    "fit_step_logit",
+    "LOG_MODEL_VERSION",
+]
 
 LOG_MODEL_VERSION = 2  # 2: the config names its embedding; a version-1 file was read with the contextual one
 
@@ -215,9 +222,18 @@ def fit_log_model(
             raise UserError(f"examples.{n}: label {label} is outside the log's {len(feats.steps)} blameable steps")
     text_mean, text_basis = _text_basis(examples, config.text_dims)
     raw = [_raw(f, text_mean, text_basis) for f, _ in examples]
-    rows = np.vstack(raw)
-    center, scale = rows.mean(0), rows.std(0) + 1e-6
-    starts = np.cumsum([0] + [len(r) for r in raw[:-1]])
-    chosen = starts + np.array([label for _, label in examples])
-    weights = _conditional_logit((rows - center) / scale, starts, chosen, config.l2)
+    weights, center, scale = fit_step_logit(raw, [label for _, label in examples], config.l2)
     return LogAttributionModel(config, weights, center, scale, text_mean, text_basis, trained_on)
+
+
+def fit_step_logit(
+    logs: Sequence[np.ndarray], labels: Sequence[int], l2: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The conditional logit of the module docstring on raw step rows (``[m, F]`` per log) and each log's
+    decisive row: ``(weights, center, scale)``, the rows standardized by ``center`` and ``scale`` before
+    the weights apply."""
+    rows = np.vstack(logs)
+    center, scale = rows.mean(0), rows.std(0) + 1e-6
+    starts = np.cumsum([0] + [len(r) for r in logs[:-1]])
+    chosen = starts + np.asarray(labels, dtype=int)
+    return _conditional_logit((rows - center) / scale, starts, chosen, l2), center, scale

@@ -3,6 +3,8 @@ calibration, checkpoints, and attribution of one log."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
@@ -11,8 +13,8 @@ from torch_geometric.data import Batch
 from rrsi.errors import SchemaError, UserError
 from rrsi.graph.calibration import auroc, ece, fit_platt, fit_temperature, reliability
 from rrsi.graph.embedding import EMBED_DIM
-from rrsi.graph.log_attribution import attribute_log, attribute_logs
-from rrsi.graph.log_features import step_texts
+from rrsi.graph.log_attribution import LogAttribution, attribute_log, attribute_logs, decisive_step
+from rrsi.graph.log_features import LOG_FEATURES, step_texts
 from rrsi.graph.log_gnn import LogGNN, LogGNNConfig, RelationalConv, is_log_gnn_file
 from rrsi.graph.log_gnn_training import LogTrainSettings, featurize, fit_log_gnn, from_aegis, predict
 from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS, final_answer, log_graph
@@ -134,6 +136,42 @@ def test_attribution_gives_every_blameable_agent_and_step_a_probability(hash_emb
     attribution = result.as_attribution()
     assert attribution.root_agent == result.agent and attribution.decisive_step == result.step
     assert len(attribute_logs(model, [(log.trace, log.question)] * 3, hash_embedder)) == 3
+
+
+def _stepped_logs(n: int):
+    """Debates whose decisive step is the faulty agent's second turn, the only message that says it assumes."""
+    logs = []
+    for log in _logs(n):
+        steps = list(log.trace.steps)
+        faulty = next(iter(log.faulty))
+        turns = [i for i, s in enumerate(steps) if s.agent == faulty]
+        steps[turns[0]] = steps[turns[0]].model_copy(update={"scratchpad": "Turn 0: skipping the check here."})
+        trace = log.trace.model_copy(update={"steps": steps})
+        logs.append(replace(log, trace=trace, decisive=turns[1], source="whowhen"))
+    return logs
+
+
+def test_the_step_expert_learns_what_marks_the_decisive_step(hash_embedder):
+    graphs = featurize(_stepped_logs(48), VectorCache(hash_embedder))
+    config, settings = LogGNNConfig(hidden=8, text_dim=2), LogTrainSettings(epochs=2, batch_size=16, trees=0)
+    model = fit_log_gnn(graphs, config, settings)
+    weights = dict(zip(LOG_FEATURES, model.step_expert[0].tolist()))
+    assert max(weights, key=weights.get) == "says_assum"
+    out = predict(model, graphs[:12])
+    assert all(abs(s.sum() - 1) < 1e-5 for s, _ in out)
+    assert sum(int(np.argmax(s)) == int(g.step_y.argmax()) for (s, _), g in zip(out, graphs[:12])) >= 11
+    alone = fit_log_gnn(graphs, config, settings.model_copy(update={"step_expert_l2": 0.0}))
+    assert not alone.step_expert[0].any()
+
+
+def test_the_decisive_step_weighs_each_step_by_its_authors_probability_of_fault():
+    p_step, p_agent, agent_of = np.array([0.5, 0.3, 0.2]), np.array([0.1, 0.9]), np.array([0, 1, 0])
+    assert decisive_step(p_step, p_agent, agent_of) == 1
+    assert decisive_step(p_step, np.array([0.9, 0.9]), agent_of) == 0
+    result = LogAttribution({"A": 0.1, "B": 0.9}, {"s1": 0.5, "s2": 0.3, "s3": 0.2}, {"s1": "A", "s2": "B", "s3": "A"})
+    assert (result.agent, result.step) == ("B", "s2")
+    attribution = result.as_attribution()
+    assert (attribution.root_agent, attribution.decisive_step) == ("B", "s2")
 
 
 def test_a_log_of_context_only_is_refused(hash_embedder):
