@@ -12,11 +12,21 @@ from torch_geometric.data import Batch
 from rrsi.errors import UserError
 from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.log_gnn import LogGNN, LogGNNConfig
-from rrsi.graph.log_gnn_eval import evaluate_aegis_transfer
-from rrsi.graph.log_gnn_training import LogTrainSettings, agent_parts, featurize, fit_log_gnn, from_aegis, predict
+from rrsi.graph.log_gnn_eval import evaluate_aegis_transfer, evaluate_whowhen_folds
+from rrsi.graph.log_gnn_training import (
+    LogTrainSettings,
+    agent_parts,
+    featurize,
+    fit_log_gnn,
+    from_aegis,
+    from_whowhen,
+    predict,
+)
 from rrsi.graph.log_graph import NODE_FEATURES
 from rrsi.graph.vector_cache import VectorCache
 from rrsi.traces.aegis import parse_aegis
+from rrsi.traces.whowhen import load_whowhen
+from tests.conftest import whowhen_log
 from tests.graph.test_log_gnn import debate
 
 SMALL = LogGNNConfig(hidden=8, text_dim=2)
@@ -91,3 +101,30 @@ def test_the_evaluation_reports_each_head_alone_beside_the_blend(hash_embedder):
         assert table["log_gnn"]["top_ece"] == pytest.approx(sum(c / table["logs"] * abs(o - p) for *_, c, p, o in top))
     assert set(result["summary"]) >= {"log_gnn", "gnn_head", "trees_head", "log_gnn_ece"}
     assert set(result["summary"]["log_gnn_ece"]) == {"ece", "top_ece"}
+
+
+def _coded_log(k: int, write_json):
+    """A made-up Who&When log whose decisive step is the first message with code, written by the second
+    speaker of three (the names change from log to log)."""
+    planner, coder, checker = f"Plan{k}_Expert", f"Code{k}_Expert", f"Check{k}_Expert"
+    history = [
+        {"content": f"Plan: count the even numbers among {k} items.", "role": "assistant", "name": planner},
+        {"content": f"```python\nprint(len(range({k})))\n```", "role": "user", "name": coder},
+        {"content": f"exitcode: 0\nCode output: {k}", "role": "user", "name": "Computer_terminal"},
+        {"content": f"The count {k} looks right to me.", "role": "user", "name": checker},
+        {"content": "I agree, the task is done.", "role": "assistant", "name": planner},
+    ]
+    data = whowhen_log(history=history, mistake_agent=coder, mistake_step="1", question_ID=f"q-{k}")
+    return load_whowhen(write_json(f"{k}.json", data))
+
+
+def test_the_whowhen_folds_score_the_blend_each_head_and_the_step_head_alone(hash_embedder, write_json):
+    logs = [_coded_log(k, write_json) for k in range(10)]
+    graphs = featurize([from_whowhen(log) for log in logs], VectorCache(hash_embedder))
+    _, aegis = _graphs(hash_embedder, 12)
+    settings = LogTrainSettings(epochs=2, batch_size=8, trees=10)
+    result = evaluate_whowhen_folds(logs, graphs, aegis, SMALL, settings, folds=5, seed=0)
+    methods = result["methods"]
+    assert {"log_gnn", "gnn_head", "trees_head", "step_head_alone", "log_model", "first_tool_call"} <= set(methods)
+    assert result["logs"] == 10 and all(len(v) == 5 for v in result["per_fold"]["log_gnn"].values())
+    assert methods["log_gnn"]["step_exact"][0] == 1.0, "the step expert learns the first message with code"
