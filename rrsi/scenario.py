@@ -49,9 +49,8 @@ class ScenarioParam(ParamSpec):
     @model_validator(mode="after")
     def _optimum_in_range(self) -> ScenarioParam:
         if not self.low <= self.optimum <= self.high:
-            raise ValueError(
-                f"param {self.name!r}: optimum {self.optimum} must lie in [low, high] = [{self.low}, {self.high}]"
-            )
+            bounds = f"[low={self.low}, high={self.high}]"
+            raise ValueError(f"param {self.name!r}: optimum {self.optimum} must lie in {bounds}")
         return self
 
     def spec(self) -> ParamSpec:
@@ -182,7 +181,7 @@ def _check_shifts(raw: Scenario) -> None:
             )
         p = params[s.param]
         if not p.low <= s.optimum <= p.high:
-            raise ScenarioError(f"shifts.{i}.optimum: {s.optimum} must lie in [low, high] = [{p.low}, {p.high}]")
+            raise ScenarioError(f"shifts.{i}.optimum: {s.optimum} must lie in [low={p.low}, high={p.high}]")
 
 
 def _agent_names_in_loc(data: Any, message: str) -> str:
