@@ -18,8 +18,8 @@ the log's blameable nodes, :math:`P(v) = e^{s_v / T_s} / \sum_u e^{s_u / T_s}`.
 logit over each blameable step's standardized :data:`~rrsi.graph.log_features.LOG_FEATURES` (the
 real-log model's form, :func:`~rrsi.graph.log_model.fit_step_logit`, fitted on the same logs); its
 score :math:`e_v` is added to the step head's, :math:`P(v) \propto e^{(s_v + e_v) / T_s}` — a
-product of the two experts, :math:`T_s` fitted on the sum. The linear expert reads the few features
-that carry over from 126 labelled logs without the capacity to fit their accidents.
+product of the two experts, :math:`T_s` fitted on the sum. Step labels are few; the linear expert reads
+the features that carry over between logs without the capacity to fit their accidents.
 
 **Agent head.** An agent's nodes are pooled (mean and max of :math:`h^{(L)}`, mean of the
 standardized :data:`~rrsi.graph.log_graph.NODE_FEATURES`), each pool also *centered* on the mean
