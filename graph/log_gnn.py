@@ -72,7 +72,7 @@ from rrsi.errors import UserError
 from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.embedding import EMBED_DIM
 from rrsi.graph.log_features import LOG_FEATURES
-from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS, agent_graph, blame_graph
+from rrsi.graph.log_graph import IN_DIM, NODE_FEATURES, RELATIONS, agent_graph, blame_graph, step_feature_rows
 from rrsi.schema_base import _Model, validate
 
 __all__ = ["LogGNNConfig", "LogGNN", "RelationalConv", "LOG_GNN_VERSION", "is_log_gnn_file"]
@@ -180,8 +180,7 @@ class LogGNN(nn.Module):
     def step_logits(self, batch, step: torch.Tensor) -> torch.Tensor:
         """The step head's raw logits ``step`` plus the step expert's scores, ``[M]`` (before the temperature)."""
         weights, center, scale = self.step_expert
-        raw = batch.x[batch.blame_node, EMBED_DIM : EMBED_DIM + len(LOG_FEATURES)]
-        return step + ((raw - center) / scale) @ weights
+        return step + ((step_feature_rows(batch) - center) / scale) @ weights
 
     def agent_log_odds(self, batch, agent: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The calibrated log-odds of the GNN's agent head (from its raw ``agent`` logits) and of the trees

@@ -31,10 +31,10 @@ from rrsi.config import default_home
 from rrsi.errors import UserError
 from rrsi.graph.agent_trees import AgentTrees, agent_table
 from rrsi.graph.calibration import fit_platt, fit_temperature
-from rrsi.graph.embedding import EMBED_DIM, Embedder, TextEmbedder
-from rrsi.graph.log_features import LOG_FEATURES, step_texts
+from rrsi.graph.embedding import Embedder, TextEmbedder
+from rrsi.graph.log_features import step_texts
 from rrsi.graph.log_gnn import LogGNN, LogGNNConfig
-from rrsi.graph.log_graph import LabelledLog, LogData, agent_graph, blame_graph, log_graph
+from rrsi.graph.log_graph import LabelledLog, LogData, agent_graph, blame_graph, log_graph, step_feature_rows
 from rrsi.graph.log_model import fit_step_logit
 from rrsi.graph.static_embedding import StaticEmbedder
 from rrsi.graph.vector_cache import VectorCache
@@ -243,7 +243,7 @@ def _fit_step_expert(model: LogGNN, graphs: Sequence[LogData], l2: float) -> Non
     labelled = [g for g in graphs if g.step_y.sum() > 0]
     if not labelled or l2 == 0:
         return
-    raw = [g.x[g.blame_node, EMBED_DIM : EMBED_DIM + len(LOG_FEATURES)].double().numpy() for g in labelled]
+    raw = [step_feature_rows(g).double().numpy() for g in labelled]
     weights, center, scale = fit_step_logit(raw, [int(g.step_y.argmax()) for g in labelled], l2)
     model.step_expert.copy_(torch.from_numpy(np.stack([weights, center, scale])).float())
 

@@ -50,6 +50,7 @@ __all__ = [
     "final_answer",
     "blame_graph",
     "agent_graph",
+    "step_feature_rows",
 ]
 
 RELATIONS: tuple[str, ...] = ("reply", "same_speaker", "addressing")
@@ -114,6 +115,12 @@ def agent_graph(batch) -> torch.Tensor:
     """``[A]``: the log of each agent of ``batch`` (all 0 for one unbatched log)."""
     n_agents = batch.agent_y.numel()
     return torch.zeros(n_agents, dtype=torch.long).scatter_(0, batch.agent_of, blame_graph(batch))
+
+
+def step_feature_rows(batch) -> torch.Tensor:
+    """``[M, len(LOG_FEATURES)]``: the raw :data:`~rrsi.graph.log_features.LOG_FEATURES` of each blameable node
+    of ``batch`` (one log or many), as :func:`log_graph` lays them out after the text vector."""
+    return batch.x[batch.blame_node, EMBED_DIM : EMBED_DIM + len(LOG_FEATURES)]
 
 
 def log_agents(trace: Trace) -> list[str]:
