@@ -19,8 +19,10 @@ equal the old path's. ``--int8`` adds the new path on a dynamically int8-quantiz
 ``--text N`` measures the reflection of N text incidents instead (traces that failed in words only,
 as OTLP or LangChain apps report them): each is ``--traces`` made-up debate logs of 10 steps; the
 hub's log GNN blames an agent per trace and the findings name each blamed agent's failure mode,
-by the shipped reader (MiniLM with LoRA, what the hub serves) and, as the baseline in the same
-run, by the MLP classifier on averaged static-MiniLM vectors. Printed: p50 and p90 per incident.
+by the shipped reader (MiniLM with LoRA) and, as the baseline in the same run, by the MLP classifier
+on averaged static-MiniLM vectors; ``served`` is what the hub serves: the reader's findings with each
+root cause written by the shipped LM writer (:mod:`rrsi.hub.lm.reason_writer`). Printed: p50 and p90
+per incident.
 
     python bench/reflector.py --text 20 [--traces 1] [--threads 2]
 """
@@ -110,25 +112,33 @@ def bench_text(n: int, traces: int) -> dict:
     """Findings of ``n`` text incidents of ``traces`` 10-step logs: reader against classifier (module docstring)."""
     from log_gnn import made_up_log
 
-    from rrsi.graph.log_serving import LogServing
+    from rrsi.graph.log_serving import LogServing, trace_task
     from rrsi.graph.mode_prediction import ClassifierModes, ReaderModes, default_mode_classifier, mode_embedder
     from rrsi.graph.mode_reader import ModeReader
+    from rrsi.hub.lm.reason_writer import ReasonWriter, worded_findings
     from rrsi.traces.aegis import parse_aegis
 
     logs = [parse_aegis(made_up_log(k, 10), f"text:{k}").trace for k in range(n * traces)]
     groups = [logs[k * traces : (k + 1) * traces] for k in range(n)]
+    reader = ReaderModes(ModeReader())
     models = {
-        "reader": ReaderModes(ModeReader()),
-        "classifier": ClassifierModes(default_mode_classifier(), mode_embedder()),
+        "served": (reader, ReasonWriter.load()),
+        "reader": (reader, None),
+        "classifier": (ClassifierModes(default_mode_classifier(), mode_embedder()), None),
     }
+
+    def findings(serving, writer, group):
+        found = serving.findings(group, serving.attribute(group))
+        return found if writer is None else worded_findings(writer, found, group, [trace_task(t) for t in group])
+
     out = {}
-    for name, modes in models.items():
+    for name, (modes, writer) in models.items():
         serving = LogServing(modes=modes)
-        serving.findings(groups[0], serving.attribute(groups[0]))  # warm: models and tables loaded
+        findings(serving, writer, groups[0])  # warm: models and tables loaded
         ms = []
         for group in groups:
             t0 = time.perf_counter()
-            found = serving.findings(group, serving.attribute(group))
+            found = findings(serving, writer, group)
             ms.append(1e3 * (time.perf_counter() - t0))
         out[name] = {"p50_ms": float(np.median(ms)), "p90_ms": float(np.percentile(ms, 90)), "findings": len(found)}
     return {"text_incidents": n, "traces": traces, "steps": 10, **out}

@@ -188,7 +188,10 @@ def _log_model(args: argparse.Namespace):
 
 def _log_gnn_rows(items: list, args: argparse.Namespace) -> list[dict]:
     rows, results = [], log_gnn_cmd.log_gnn_results(items, args.model)
-    found = log_gnn_cmd.findings(results, {label: task for label, _, _, task in items})
+    tasks = {label: task for label, _, _, task in items}
+    found = log_gnn_cmd.findings(results, tasks)
+    if args.reasons == "lm":
+        log_gnn_cmd.lm_reasons(found, results, tasks)
     for label, trace, names, result in results:
         row = result_row(label, trace, names, result.as_attribution(), args.format)
         top = sorted(result.steps.items(), key=lambda kv: -kv[1])[:3]
@@ -341,6 +344,13 @@ def _register_attribute(subparsers: argparse._SubParsersAction) -> None:
         "--model",
         help="a log GNN (.pt from train-attribution --aegis), a real-log model (.npz) or a scenario GNN checkpoint "
         "(default: the log GNN shipped in the package for whowhen and aegis, else the scenario GNN)",
+    )
+    attribute.add_argument(
+        "--reasons",
+        choices=("mode", "lm"),
+        default="mode",
+        help="a finding's root cause: its failure mode's sentence (default), or the LM writer's about the agent's "
+        "words (whowhen and aegis; about a second a log on 2 cores)",
     )
     attribute.add_argument("--json", help="write the attributions as JSON here")
     attribute.add_argument("--official", help="write Who&When's prediction text format here")

@@ -1,7 +1,8 @@
 """The log GNN on the command line: training it (``rrsi train-attribution --aegis``), attributing
 logs with it (``rrsi attribute --format whowhen|aegis``) and ``rrsi eval attribution``.
 
-Each attributed log also gets the blamed agent's failure mode (:func:`findings`). ``rrsi eval
+Each attributed log also gets the blamed agent's failure mode (:func:`findings`), and with ``--reasons lm``
+a root cause in the LM writer's words (:func:`lm_reasons`). ``rrsi eval
 attribution`` runs :func:`rrsi.graph.log_gnn_eval.evaluate_aegis_transfer` (AEGIS, leave one team
 shape out) and :func:`rrsi.graph.log_gnn_eval.evaluate_whowhen_folds` (Who&When Algorithm-Generated,
 nested k-fold) and prints the summary over held-out groups (mean ± std), the per-group table with
@@ -24,6 +25,7 @@ __all__ = [
     "train_log_gnn",
     "log_gnn_results",
     "findings",
+    "lm_reasons",
     "run_eval_attribution",
     "register_eval",
     "print_transfer",
@@ -37,6 +39,7 @@ log_corpus = lazy.LazyModule("rrsi.graph.log_corpus")
 log_gnn_eval = lazy.LazyModule("rrsi.graph.log_gnn_eval")
 mode_prediction = lazy.LazyModule("rrsi.graph.mode_prediction")
 text_finding = lazy.LazyModule("rrsi.graph.text_finding")
+reason_writer = lazy.LazyModule("rrsi.hub.lm.reason_writer")
 
 
 def _corpus(args: argparse.Namespace, limit: int | None = None):
@@ -102,6 +105,23 @@ def findings(results: list[tuple], tasks: dict[str, str]) -> dict[str, dict]:
         name = names.get(blamed.root_agent, blamed.root_agent)
         out[label] = text_finding.text_finding(trace, prediction, step, name).model_dump()
     return out
+
+
+def lm_reasons(found: dict[str, dict], results: list[tuple], tasks: dict[str, str]) -> None:
+    """Each finding of :func:`findings` with its root cause led by the shipped LM writer's sentence, in
+    place (``"reasons": "lm"`` marks those; a finding whose answer failed the writer's check keeps its
+    mode's sentence alone)."""
+    traces = {label: trace for label, trace, _, _ in results if label in found}
+    labels = list(traces)
+    items = [
+        reason_writer.ReasonItem(
+            tasks.get(label, ""), found[label]["agent"], traces[label].steps[found[label]["step"]].scratchpad
+        )
+        for label in labels
+    ]
+    for label, said in zip(labels, reason_writer.default_reason_writer().write(items)):
+        if said is not None:
+            found[label].update(root_cause=f"{said} {found[label]['root_cause']}", reasons="lm")
 
 
 def _pct(value: float) -> str:

@@ -15,6 +15,7 @@ from rrsi.cli import (
     demo_cmd,
     hub_cmd,
     modes_cmd,
+    reasons_cmd,
     reflector_cmd,
     report_cmd,
     scenario_cmd,
@@ -37,6 +38,7 @@ GROUPS = (
     reflector_cmd,
     tune_cmd,
     modes_cmd,
+    reasons_cmd,
 )
 
 

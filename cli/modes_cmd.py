@@ -8,9 +8,6 @@ file shipped as ``graph/models/mode_classifier.npz`` is made this way). With ``-
 do the same for the reader (MiniLM with LoRA adapters, :mod:`rrsi.graph.mode_reader`) on ``--device``;
 ``graph/models/mode_reader.pt`` is that recipe trained on a GPU.
 
-``rrsi eval reasons --whowhen DIR`` runs :func:`rrsi.graph.reason_eval.evaluate_reasons`: the
-findings' root causes against Who&When's human ``mistake_reason``, beside a restated-step baseline.
-
 The ``eval`` command is created by :mod:`rrsi.cli.attribution_cmd`; :func:`register` adds ``modes``
 to its kinds and creates ``eval`` only where no group did.
 """
@@ -24,10 +21,10 @@ from rich.table import Table
 from tqdm import tqdm
 
 from rrsi.cli import lazy
-from rrsi.cli.options import console, positive_int, write_json
+from rrsi.cli.options import console, eval_kinds, positive_int, write_json
 from rrsi.errors import UserError
 
-__all__ = ["register", "run_eval_modes", "run_eval_reasons", "run_train_modes", "print_modes"]
+__all__ = ["register", "run_eval_modes", "run_train_modes", "print_modes"]
 
 mode_corpus = lazy.LazyModule("rrsi.graph.mode_corpus")
 mode_eval = lazy.LazyModule("rrsi.graph.mode_eval")
@@ -36,9 +33,6 @@ mode_reader = lazy.LazyModule("rrsi.graph.mode_reader")
 mode_reader_training = lazy.LazyModule("rrsi.graph.mode_reader_training")
 aegis = lazy.LazyModule("rrsi.traces.aegis")
 mode_prediction = lazy.LazyModule("rrsi.graph.mode_prediction")
-reason_eval = lazy.LazyModule("rrsi.graph.reason_eval")
-whowhen = lazy.LazyModule("rrsi.traces.whowhen")
-embedding = lazy.LazyModule("rrsi.graph.embedding")
 
 
 def _examples(args: argparse.Namespace) -> list:
@@ -110,25 +104,6 @@ def run_eval_modes(args: argparse.Namespace) -> int:
     return 0
 
 
-def run_eval_reasons(args: argparse.Namespace) -> int:
-    """``rrsi eval reasons --whowhen DIR [--json OUT]``."""
-    logs, errors = whowhen.load_whowhen_dir(args.whowhen)
-    model = mode_prediction.default_mode_model()
-    result = reason_eval.evaluate_reasons(logs, model, embedding.default_embedder(), args.folds, args.seed)
-    table = Table(title=f"root cause against mistake_reason: {result['logs']} logs, MiniLM cosine, {args.folds} folds")
-    table.add_column("method")
-    table.add_column("similarity (mean ± std over folds)", justify="right")
-    for name, (mean, std) in result["methods"].items():
-        table.add_row(name, f"{mean:.3f} ± {std:.3f}")
-    console.print(table)
-    skipped = result["skipped"] + len(errors)
-    if skipped:
-        console.print(f"{skipped} logs left out (no reason, a labelled step not the agent's, or unreadable)")
-    if args.json:
-        write_json(args.json, result)
-    return 0
-
-
 def run_train_modes(args: argparse.Namespace) -> int:
     """``rrsi train-modes --aegis FILE [--reader --device D] [--out FILE]``: train on every faulty agent, save."""
     if args.reader:
@@ -163,15 +138,6 @@ def _common(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _eval_kinds(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
-    """The kinds of ``rrsi eval``: those of the existing ``eval`` command, else of a new one."""
-    parser = subparsers.choices.get("eval")
-    if parser is None:
-        parser = subparsers.add_parser("eval", help="evaluate attribution and failure modes")
-        return parser.add_subparsers(dest="eval_kind", required=True)
-    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``train-modes`` and ``eval modes``."""
     train = subparsers.add_parser("train-modes", help="train the failure-mode classifier on AEGIS faulty agents")
@@ -180,18 +146,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--out", help="file to write (default: RRSI_HOME/models/mode_classifier.npz, with --reader mode_reader.pt)"
     )
     train.set_defaults(func=run_train_modes)
-    ev = _eval_kinds(subparsers).add_parser(
+    ev = eval_kinds(subparsers).add_parser(
         "modes", help="failure modes of AEGIS faulty agents: leave one team shape out, majority and MiniLM baselines"
     )
     _common(ev)
     ev.add_argument("--min-group", type=positive_int, default=100, help="smaller team shapes are held out together")
     ev.add_argument("--json", help="write the results here")
     ev.set_defaults(func=run_eval_modes)
-    reasons = _eval_kinds(subparsers).add_parser(
-        "reasons", help="findings' root causes against Who&When's mistake_reason, beside a restated-step baseline"
-    )
-    reasons.add_argument("--whowhen", required=True, help="folder of annotated Who&When logs (*.json)")
-    reasons.add_argument("--folds", type=positive_int, default=5)
-    reasons.add_argument("--seed", type=int, default=0)
-    reasons.add_argument("--json", help="write the results here")
-    reasons.set_defaults(func=run_eval_reasons)

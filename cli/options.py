@@ -27,6 +27,7 @@ __all__ = [
     "console",
     "err_console",
     "write_json",
+    "eval_kinds",
     "int_at_least",
     "positive_int",
     "count",
@@ -213,3 +214,12 @@ class DefaultsHelp(argparse.HelpFormatter):
         if "default" in text or action.default in (None, argparse.SUPPRESS) or not action.option_strings:
             return text
         return f"{text} (default: %(default)s)".strip()
+
+
+def eval_kinds(subparsers: argparse._SubParsersAction) -> argparse._SubParsersAction:
+    """The kinds of ``rrsi eval``: those of the existing ``eval`` command, else of a new one."""
+    parser = subparsers.choices.get("eval")
+    if parser is None:
+        parser = subparsers.add_parser("eval", help="evaluate attribution and failure modes")
+        return parser.add_subparsers(dest="eval_kind", required=True)
+    return next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

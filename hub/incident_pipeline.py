@@ -37,6 +37,7 @@ from rrsi.hub.gating import Gate
 from rrsi.hub.incidents import make_incident
 from rrsi.hub.joint_update import Planned, solve_update
 from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.lm.reason_writer import worded_findings
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.probes import Prober
 from rrsi.hub.reflectors import Reflectors
@@ -72,6 +73,7 @@ class Attributor:
         self.config = config
         self._model = None
         self._text = None
+        self._writer = None
         self.reference = ConfidenceReference(alpha=config.reflection.alpha, window=config.reflection.max_evidence)
         self._read_up_to = 0  # the store's last record row read for good traces' confidences
 
@@ -106,7 +108,13 @@ class Attributor:
         text = [(t, a) for t, a in zip(group, per_trace) if a.model == "log_gnn"]
         if not text:
             return []
-        return self._text_model().findings([t for t, _ in text], [a for _, a in text])
+        found = self._text_model().findings([t for t, _ in text], [a for _, a in text])
+        if self.config.attribution.reasons != "lm" or not found:
+            return found
+        from rrsi.graph.log_serving import trace_task  # loaded with the log GNN, which ran for these traces
+
+        traces = [t for t, _ in text]
+        return worded_findings(self._reason_writer(), found, traces, [trace_task(t) for t in traces])
 
     def _graph_model(self):
         if self._model is None:
@@ -114,6 +122,14 @@ class Attributor:
 
             self._model = load_serving_model(self.config.attribution.model)
         return self._model
+
+    def _reason_writer(self):
+        if self._writer is None:
+            from rrsi.hub.lm.reason_writer import ReasonWriter, default_reason_writer
+
+            path = self.config.attribution.reason_model
+            self._writer = default_reason_writer() if path is None else ReasonWriter.load(path)
+        return self._writer
 
     def _text_model(self):
         if self._text is None:

@@ -94,12 +94,19 @@ class AttributionConfig(_Model):
     When blame is uncertain, a human decides: an incident whose traces give their top agent less than
     ``review_below`` of the blame on average, or a lead over the next agent of less than ``review_margin``,
     moves no param and opens no probe; its reflection's actions wait in a blocked plan for review
-    (:mod:`rrsi.hub.blame_review`). 0 turns either test off."""
+    (:mod:`rrsi.hub.blame_review`). 0 turns either test off.
+
+    Each agent a text incident blames gets a finding for review; with ``reasons="lm"`` (the default) its
+    root cause leads with the LM's sentence about the agent's words at the step, then its failure mode's
+    (:mod:`rrsi.hub.lm.reason_writer`; adapter ``reason_model``, default the one shipped with the
+    package); with ``"mode"`` it is the mode's sentence alone."""
 
     method: Literal["gnn", "most_upstream"] = "gnn"
     model: str | None = None
     text: Literal["log_gnn", "off"] = "log_gnn"
     text_model: str | None = None
+    reasons: Literal["lm", "mode"] = "lm"
+    reason_model: str | None = None
     review_below: float = Field(default=0.5, ge=0.0, le=1.0)
     review_margin: float = Field(default=0.1, ge=0.0, le=1.0)
 

@@ -10,6 +10,7 @@ import pytest
 
 from rrsi.cli.attribution_cmd import register
 from rrsi.errors import UserError
+from rrsi.graph.text_finding import TEMPLATES
 
 
 def _run(*argv: str) -> int:
@@ -79,11 +80,11 @@ def test_attribute_without_model_uses_the_shipped_log_gnn_with_no_shared_data(ma
     _aegis_file(work / "logs.jsonl")
     env = {**os.environ, "RRSI_WHOWHEN": str(tmp_path / "nowhere")}
     rrsi = [sys.executable, "-c", "import sys; from rrsi.cli import main; sys.exit(main())"]
-    for fmt, target in (("whowhen", "logs"), ("aegis", "logs.jsonl")):
+    for fmt, target, reasons in (("whowhen", "logs", "mode"), ("aegis", "logs.jsonl", "lm")):
         out = work / f"{fmt}.json"
         done = subprocess.run(
-            [*rrsi, "attribute", target, "--format", fmt, "--json", str(out)], cwd=work, env=env, capture_output=True,
-            text=True, timeout=600,
+            [*rrsi, "attribute", target, "--format", fmt, "--reasons", reasons, "--json", str(out)], cwd=work,
+            env=env, capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert done.returncode == 0, done.stderr
         rows = json.loads(out.read_text())
@@ -94,6 +95,8 @@ def test_attribute_without_model_uses_the_shipped_log_gnn_with_no_shared_data(ma
             finding = row["finding"]  # the blamed agent's failure mode, from the shipped mode classifier
             assert finding["agent"] == row["agent"] and finding["mode"].startswith(finding["family"] + ".")
             assert finding["root_cause"] and finding["correction"] and 0.0 <= finding["confidence"] <= 1.0
+            templates = {cause.format(agent=finding["agent"]) for cause, _ in TEMPLATES.values()}
+            assert (finding["root_cause"] in templates) == (reasons == "mode")  # lm: the writer's own sentence
         assert "mode FM-" in done.stdout
     assert not (tmp_path / "nowhere").exists()
 

@@ -6,10 +6,11 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from rrsi.cli import main
 from rrsi.graph.mode_prediction import ClassifierModes, default_mode_classifier, mode_embedder
-from rrsi.graph.reason_eval import REASON_METHODS, evaluate_reasons, reason_texts
+from rrsi.graph.reason_eval import LM_METHODS, REASON_METHODS, evaluate_reasons, reason_texts
 from rrsi.graph.text_finding import TEMPLATES
 from rrsi.traces.whowhen import load_whowhen
 from tests.conftest import whowhen_log
@@ -58,3 +59,28 @@ def test_the_command_prints_and_writes_the_figures(tmp_path, capsys):
     assert "restated_step" in capsys.readouterr().out
     written = json.loads((tmp_path / "r.json").read_text())
     assert written["logs"] == 5 and set(written["methods"]) == set(REASON_METHODS)
+
+
+def test_the_lm_methods_come_from_a_writer_fitted_without_the_fold_it_writes(hash_embedder, tmp_path):
+    logs = [_load(tmp_path, f"{k}.json", question_ID=f"q-{k}", mistake_reason=f"Reason {k}.") for k in range(6)]
+    fitted_on: list[set[str]] = []
+
+    def write_fit(train_logs):
+        seen = {log.labels.mistake_reason for log in train_logs}
+        fitted_on.append(seen)
+
+        def write(held):
+            assert not seen & {log.labels.mistake_reason for log in held}  # never its own fold's reasons
+            return [None if log.labels.mistake_reason == "Reason 0." else f"LM says {sorted(seen)[0]}" for log in held]
+
+        return write
+
+    classifier = ClassifierModes(default_mode_classifier(), mode_embedder())
+    result = evaluate_reasons(logs, classifier, hash_embedder, folds=3, write_fit=write_fit)
+    assert list(result["methods"]) == [*REASON_METHODS, *LM_METHODS] and len(fitted_on) == 3
+    assert all(len(seen) == 4 for seen in fitted_on)
+    plain = evaluate_reasons(logs, classifier, hash_embedder, folds=3)
+    assert list(plain["methods"]) == list(REASON_METHODS)
+    # where the writer's answer failed its check, the LM root cause is the mode's sentence
+    assert result["per_log"]["lm_finding"][0] == pytest.approx(plain["per_log"]["finding"][0], abs=1e-5)
+    assert result["per_log"]["lm_finding"][1] != pytest.approx(plain["per_log"]["finding"][1], abs=1e-5)

@@ -84,3 +84,19 @@ def test_a_text_incident_carries_a_finding_for_review_for_each_blamed_agent():
     assert 0 < finding.confidence <= 1 and finding.root_cause and finding.correction
     coded = [failed(debate(9, 0, error_code="TASK_OUTCOME_001"))]
     assert attribute.findings(coded, attribute(coded)) == []
+
+
+def test_a_findings_root_cause_is_the_lm_writers_sentence_unless_reasons_is_mode():
+    from rrsi.graph.text_finding import TEMPLATES
+
+    group = [failed(debate(k, 1)) for k in range(1, 4)]
+    templates = {cause.format(agent="beta") for cause, _ in TEMPLATES.values()}
+    by_mode = Attributor(HubConfig(reflector="rule", attribution={"reasons": "mode"}))
+    (plain,) = by_mode.findings(group, by_mode(group))
+    assert plain.root_cause in templates and "+" not in plain.model
+    by_lm = Attributor(HubConfig(reflector="rule"))
+    (worded,) = by_lm.findings(group, by_lm(group))
+    assert worded.model == f"{plain.model}+reason_writer" and worded.root_cause not in templates
+    assert worded.root_cause.endswith(f" {plain.root_cause}")  # the LM's sentence, then the mode's
+    assert worded.model_dump(exclude={"root_cause", "model"}) == plain.model_dump(exclude={"root_cause", "model"})
+    assert 8 <= len(worded.root_cause) <= 500 and "\n" not in worded.root_cause
