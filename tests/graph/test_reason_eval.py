@@ -84,3 +84,18 @@ def test_the_lm_methods_come_from_a_writer_fitted_without_the_fold_it_writes(has
     # where the writer's answer failed its check, the LM root cause is the mode's sentence
     assert result["per_log"]["lm_finding"][0] == pytest.approx(plain["per_log"]["finding"][0], abs=1e-5)
     assert result["per_log"]["lm_finding"][1] != pytest.approx(plain["per_log"]["finding"][1], abs=1e-5)
+
+
+@pytest.mark.slow
+def test_the_command_with_lm_trains_a_writer_per_fold_and_adds_its_rows(tmp_path, capsys):
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    for k in range(4):
+        (folder / f"{k}.json").write_text(json.dumps(whowhen_log(question_ID=f"q-{k}")))
+    argv = ["eval", "reasons", "--whowhen", str(folder), "--folds", "2", "--lm", "--threads", "1"]
+    assert main([*argv, "--json", str(tmp_path / "r.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.count("reason writer: 4 steps") == 2 and "lm_finding_with_words" in out
+    written = json.loads((tmp_path / "r.json").read_text())
+    assert list(written["methods"]) == [*REASON_METHODS, *LM_METHODS]
+    assert all(-1.0 <= s <= 1.0 + 1e-6 for s in written["per_log"]["lm_root_cause"])
