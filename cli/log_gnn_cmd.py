@@ -121,7 +121,7 @@ def lm_reasons(found: dict[str, dict], results: list[tuple], tasks: dict[str, st
     ]
     for label, said in zip(labels, reason_writer.default_reason_writer().write(items)):
         if said is not None:
-            found[label].update(root_cause=f"{said} {found[label]['root_cause']}", reasons="lm")
+            found[label].update(root_cause=reason_writer.led_by(said, found[label]["root_cause"]), reasons="lm")
 
 
 def _pct(value: float) -> str:

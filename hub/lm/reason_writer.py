@@ -37,6 +37,7 @@ __all__ = [
     "shipped_reason_path",
     "default_reason_writer",
     "worded_findings",
+    "led_by",
     "WRITER_NAME",
     "TASK_CHARS",
     "HEAD_CHARS",
@@ -189,6 +190,13 @@ def default_reason_writer() -> ReasonWriter:
     return ReasonWriter.load()
 
 
+def led_by(said: str, cause: str) -> str:
+    """A finding's root cause: the writer's sentence, then the mode's; the sentence alone where both
+    would pass a finding's 500 characters (a long agent name in the mode's sentence)."""
+    both = f"{said} {cause}"
+    return both if len(both) <= 500 else said
+
+
 def worded_findings(
     writer: ReasonWriter, findings: list[Finding], traces: list[Trace], tasks: list[str]
 ) -> list[Finding]:
@@ -205,6 +213,6 @@ def worded_findings(
     return [
         f
         if said is None
-        else f.model_copy(update={"root_cause": f"{said} {f.root_cause}", "model": f"{f.model}+{WRITER_NAME}"})
+        else f.model_copy(update={"root_cause": led_by(said, f.root_cause), "model": f"{f.model}+{WRITER_NAME}"})
         for f, said in zip(findings, writer.write(items))
     ]

@@ -98,3 +98,12 @@ def test_the_shipped_writer_loads_and_answers_in_one_checked_sentence(tmp_path):
     (item, _), _ = _pairs(tmp_path)
     (said,) = writer.write([item])
     assert said is not None and said == clean_answer(said)
+
+
+def test_a_root_cause_leads_with_the_sentence_and_stays_within_a_findings_bound():
+    from rrsi.hub.lm.reason_writer import led_by
+
+    assert led_by("The code skipped row 3.", "beta skips checks.") == "The code skipped row 3. beta skips checks."
+    long_name = "a" * 256
+    said = "x" * 380
+    assert led_by(said, f"{long_name} departs from what the task asks.") == said
