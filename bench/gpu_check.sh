@@ -7,7 +7,7 @@
 # and for the static-KV-cache path transformers compiles (torch.compile; CUDA graphs with
 # mode "reduce-overhead"), and for the project's own constrained decoder (LMReflector, the
 # path the hub runs: synthetic incidents of the bundled scenario, the real SmolLM2 tokenizer),
-# all in the same run. Needs torch, transformers and peft (preinstalled there); installs the
+# all in the same run, and the root-cause writer's seconds per finding of a text incident. Needs torch, transformers and peft (preinstalled there); installs the
 # carried wheels from out/wheels (bitsandbytes; rrsi and its small pure dependencies for the
 # project path, which is recorded as an error, not fatal, if they do not import); does not need ray.
 #
@@ -158,6 +158,31 @@ try:
     results["project_decode_tokens_per_s"] = project_decode()
 except Exception as exc:
     results["project_decode_tokens_per_s"] = {"error": repr(exc)[:300], "trace": traceback.format_exc()[-800:]}
+save()
+
+def reason_writer_latency() -> dict:
+    """Seconds per finding of the root-cause writer (ReasonWriter.write, batch 1, greedy, up to its 40 new
+    tokens: random weights rarely stop early, so this is the worst case) on the same model and tokenizer."""
+    from transformers import AutoTokenizer
+    from rrsi.hub.lm.reason_writer import ReasonItem, ReasonSettings, ReasonWriter
+    tok_dir = os.environ.get("RRSI_TOKENIZER", "out/tokenizer")
+    if not os.path.isdir(tok_dir):
+        from rrsi.hub.lm.base import base_model_dir
+        tok_dir = str(base_model_dir())
+    writer = ReasonWriter(model.eval(), AutoTokenizer.from_pretrained(tok_dir), ReasonSettings())
+    item = ReasonItem(task="How many even numbers are in the list? " * 12, agent="Coder_Expert",
+                      words="```python\nprint(len([2, 4]))\n```\nThe count is 2, as the code shows. " * 15)
+    writer.write([item])  # warm-up
+    secs = []
+    for _ in range(3 if smoke else 10):
+        sync(); t = time.perf_counter(); writer.write([item]); sync(); secs.append(time.perf_counter() - t)
+    secs.sort()
+    return {"p50_s": secs[len(secs) // 2], "max_s": secs[-1], "prompt_tokens": len(writer.prompt_ids(item))}
+
+try:
+    results["reason_writer"] = reason_writer_latency()
+except Exception as exc:
+    results["reason_writer"] = {"error": repr(exc)[:300], "trace": traceback.format_exc()[-800:]}
 save()
 print(json.dumps(results, indent=2))
 EOF

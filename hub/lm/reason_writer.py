@@ -160,7 +160,7 @@ class ReasonWriter:
         answers = []
         with torch.inference_mode():
             for item in items:
-                ids = torch.tensor([self.prompt_ids(item)])
+                ids = torch.tensor([self.prompt_ids(item)], device=self.model.device)
                 out = self.model.generate(
                     input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
                     max_new_tokens=self.settings.max_new_tokens, pad_token_id=self.tokenizer.pad_token_id,

@@ -31,3 +31,6 @@ def test_gpu_check_smoke_runs_every_section_on_cpu(tmp_path):
         assert results["generate_tokens_per_s"][batch]["eager"] > 0
         project = results["project_decode_tokens_per_s"][batch]
         assert project["tokens_per_s"] > 0 and project["valid"] == project["of"] == int(batch)
+    writer = results["reason_writer"]
+    assert "error" not in writer, writer
+    assert 0 < writer["p50_s"] <= writer["max_s"] and writer["prompt_tokens"] > 100
