@@ -350,7 +350,7 @@ def _register_attribute(subparsers: argparse._SubParsersAction) -> None:
         choices=("mode", "lm"),
         default="mode",
         help="a finding's root cause: its failure mode's sentence (default), or the LM writer's about the agent's "
-        "words (whowhen and aegis; about a second a log on 2 cores)",
+        "words (whowhen and aegis; about half a second a log on 2 cores)",
     )
     attribute.add_argument("--json", help="write the attributions as JSON here")
     attribute.add_argument("--official", help="write Who&When's prediction text format here")

@@ -37,7 +37,7 @@ from rrsi.hub.gating import Gate
 from rrsi.hub.incidents import make_incident
 from rrsi.hub.joint_update import Planned, solve_update
 from rrsi.hub.lifecycle import PlanLifecycle
-from rrsi.hub.lm.reason_writer import worded_findings
+from rrsi.hub.lm.reason_writer import ReasonWriter, default_reason_writer, worded_findings
 from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.probes import Prober
 from rrsi.hub.reflectors import Reflectors
@@ -125,8 +125,6 @@ class Attributor:
 
     def _reason_writer(self):
         if self._writer is None:
-            from rrsi.hub.lm.reason_writer import ReasonWriter, default_reason_writer
-
             path = self.config.attribution.reason_model
             self._writer = default_reason_writer() if path is None else ReasonWriter.load(path)
         return self._writer
