@@ -37,7 +37,7 @@ import numpy as np
 from rrsi.graph.embedding import TextEmbedder
 from rrsi.graph.log_training import kfold
 from rrsi.graph.mode_prediction import ModeModel
-from rrsi.graph.text_finding import TEMPLATES, text_finding
+from rrsi.graph.text_finding import TEMPLATES, TextFinding, text_finding
 from rrsi.traces.whowhen import WhoWhenLog
 
 __all__ = ["REASON_METHODS", "LM_METHODS", "WriteFit", "reason_texts", "evaluate_reasons"]
@@ -51,16 +51,20 @@ WriteFit = Callable[[list[WhoWhenLog]], Callable[[list[WhoWhenLog]], list[str | 
 def reason_texts(model: ModeModel, log: WhoWhenLog, other: WhoWhenLog) -> dict[str, str] | None:
     """Each method's text for ``log`` (``model`` names the mode; ``other``: the log whose reason is the
     floor); ``None`` when the labelled step is not one of the labelled agent's blameable steps."""
-    labels = log.labels
-    ids = [s.step_id for s in log.trace.steps]
-    if labels is None or labels.mistake_step_id not in ids:
+    finding = _labelled_finding(model, log)
+    return None if finding is None else _texts(finding, other)
+
+
+def _labelled_finding(model: ModeModel, log: WhoWhenLog) -> TextFinding | None:
+    """The finding for ``log``'s labelled agent at its labelled step (:attr:`WhoWhenLog.labelled_step`)."""
+    at = log.labelled_step
+    if at is None:
         return None
-    at = ids.index(labels.mistake_step_id)
-    if log.trace.steps[at].agent != labels.mistake_agent or at not in log.blameable:
-        return None
-    agents = [labels.mistake_agent]
-    (prediction,) = model.predict(log.trace, agents, log.question)
-    finding = text_finding(log.trace, prediction, at, labels.mistake_agent_original)
+    (prediction,) = model.predict(log.trace, [log.labels.mistake_agent], log.question)
+    return text_finding(log.trace, prediction, at, log.labels.mistake_agent_original)
+
+
+def _texts(finding: TextFinding, other: WhoWhenLog) -> dict[str, str]:
     words = finding.evidence[1:-1]  # the quote without its quotation marks
     said = f"{finding.root_cause} {finding.correction}"
     return {
@@ -121,14 +125,15 @@ def _any_mode(embedder: TextEmbedder, kept: list[WhoWhenLog], reasons: np.ndarra
 
 
 def _rows(annotated: list[WhoWhenLog], model: ModeModel, parts: bool) -> tuple[list[dict], list[WhoWhenLog]]:
-    """Each method's texts for the annotated logs :func:`reason_texts` accepts (with the finding's parts
-    under ``"_parts"`` when ``parts``), and those logs."""
+    """Each method's texts for the annotated logs :func:`reason_texts` accepts (with the finding's root
+    cause, correction and quoted words under ``"_parts"`` when ``parts``), and those logs."""
     rows, kept = [], []
     for k, log in enumerate(annotated):
-        texts = reason_texts(model, log, annotated[(k + 1) % len(annotated)])
-        if texts is not None:
+        finding = _labelled_finding(model, log)
+        if finding is not None:
+            texts = _texts(finding, annotated[(k + 1) % len(annotated)])
             if parts:
-                texts["_parts"] = _finding_parts(model, log)
+                texts["_parts"] = (finding.root_cause, finding.correction, texts["restated_step"])
             rows.append(texts)
             kept.append(log)
     return rows, kept
@@ -145,15 +150,6 @@ def _add_lm_texts(rows: list[dict], kept: list[WhoWhenLog], split: list, write_f
             row["lm_root_cause"] = said or cause
             row["lm_finding"] = f"{said} {cause} {fix}" if said else f"{cause} {fix}"
             row["lm_finding_with_words"] = f"{row['lm_finding']} {words}"
-
-
-def _finding_parts(model: ModeModel, log: WhoWhenLog) -> tuple[str, str, str]:
-    """The finding's root cause, correction and quoted words for ``log``'s labelled agent and step."""
-    labels = log.labels
-    at = [s.step_id for s in log.trace.steps].index(labels.mistake_step_id)
-    (prediction,) = model.predict(log.trace, [labels.mistake_agent], log.question)
-    finding = text_finding(log.trace, prediction, at, labels.mistake_agent_original)
-    return finding.root_cause, finding.correction, finding.evidence[1:-1]
 
 
 def _spread(values: list[float]) -> tuple[float, float]:

@@ -65,6 +65,18 @@ class WhoWhenLog:
         """Indices of the steps that may be blamed (context participants left out)."""
         return [i for i, s in enumerate(self.trace.steps) if not is_context_step(s)]
 
+    @property
+    def labelled_step(self) -> int | None:
+        """Index of the labelled decisive step when it is a blameable step of the labelled agent, else ``None``."""
+        labels = self.labels
+        ids = [s.step_id for s in self.trace.steps]
+        if labels is None or labels.mistake_step_id not in ids:
+            return None
+        at = ids.index(labels.mistake_step_id)
+        if self.trace.steps[at].agent != labels.mistake_agent or at not in self.blameable:
+            return None
+        return at
+
 
 def _labels(data: dict, trace: Trace, names: AgentNames) -> WhoWhenLabels | None:
     if "mistake_agent" not in data and "mistake_step" not in data:

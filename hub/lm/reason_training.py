@@ -24,17 +24,11 @@ __all__ = ["reason_item", "reason_pairs", "train_reason_writer", "save_reason_wr
 
 def reason_item(log: WhoWhenLog) -> ReasonItem | None:
     """What the writer reads for ``log``'s labelled agent at its labelled step; ``None`` when the log has
-    no reason, or the step is not one of that agent's blameable steps."""
-    labels = log.labels
-    if labels is None or not labels.mistake_reason.strip():
+    no reason, or the step is not one of that agent's blameable steps (:attr:`WhoWhenLog.labelled_step`)."""
+    at = log.labelled_step
+    if at is None or not log.labels.mistake_reason.strip():
         return None
-    ids = [s.step_id for s in log.trace.steps]
-    if labels.mistake_step_id not in ids:
-        return None
-    at = ids.index(labels.mistake_step_id)
-    if log.trace.steps[at].agent != labels.mistake_agent or at not in log.blameable:
-        return None
-    return ReasonItem(task=log.question, agent=labels.mistake_agent_original, words=log.trace.steps[at].scratchpad)
+    return ReasonItem(task=log.question, agent=log.labels.mistake_agent_original, words=log.trace.steps[at].scratchpad)
 
 
 def reason_pairs(logs: Sequence[WhoWhenLog]) -> list[tuple[ReasonItem, str]]:

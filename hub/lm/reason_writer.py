@@ -100,7 +100,7 @@ def reason_messages(item: ReasonItem) -> list[dict[str, str]]:
 def clean_answer(text: str) -> str | None:
     """The answer's first sentence, whitespace collapsed; ``None`` unless 8 to :data:`MAX_CHARS` printable
     characters."""
-    first = _SENTENCE_END.split(_squeeze(text), maxsplit=1)[0] if text.strip() else ""
+    first = _SENTENCE_END.split(_squeeze(text), maxsplit=1)[0]
     if not 8 <= len(first) <= MAX_CHARS or not first.isprintable():
         return None
     return first
