@@ -3,6 +3,8 @@
     python bench/canary_aa.py [--canaries 1000] [--tasks-per-pass 200] [--base 0.20] [--effect 0.05]
                               [--plans 3] [--trial-traces 400] [--trial-base 0.4] [--trial-effect 0.3]
                               [--trial-pass 20] [--replays 4000] [--shadow-effect 0.05]
+                              [--silent-replays 2000] [--silent-defect 0.005] [--silent-effect 0.004]
+                              [--silent-first 400] [--silent-per-pass 200]
 
 Each simulated canary's candidate serves its slot, ``canary_share`` of ``--tasks-per-pass``
 tasks per analysis pass, beside the slots of ``--plans`` − 1 other plans in canary; the incumbent
@@ -27,6 +29,14 @@ cannot pass, at twice as many up to ``shadow_max_tasks`` (what
 (:func:`rrsi.hub.shadow.shadow_verdict`) beside the fixed-sample sign test at α at the first look
 only (one replay of ``shadow_tasks``) and applied at every look. A ladder's larger steps are
 tested only after its first passed, so its false promotions are the first's.
+
+Plans on silent evidence: no step fails either way; a silent defect on ``--silent-defect`` of tasks
+(the candidate's: that less ``--silent-effect`` in A/B) shows only in the step's confidence. Each plan
+is validated with ``--silent-first`` tasks held. Before, a replay that stayed blind went to live
+traffic at once (``live``) and one short of the test's boundary was rolled back; now
+(:class:`~rrsi.hub.lifecycle.PlanLifecycle` itself, over a stand-in harness) the plan waits, serving
+nothing, and is replayed on every task held after each ``--silent-per-pass`` new ones, up to
+``shadow_max_tasks``.
 """
 
 from __future__ import annotations
@@ -35,11 +45,14 @@ import argparse
 
 import numpy as np
 
-from rrsi.config import ValidationConfig
+from rrsi.config import HubConfig, ValidationConfig
 from rrsi.hub.canary import canary_verdict, two_proportion_p
-from rrsi.hub.shadow import compare, shadow_settled, shadow_verdict
-from rrsi.schema import ReplayPair
+from rrsi.hub.lifecycle import PlanLifecycle, awaiting_tasks
+from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.shadow import compare, shadow_blind, shadow_settled, shadow_verdict
+from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
 from rrsi.stats import sign_test
+from rrsi.store import Store
 
 
 def fixed_z_decision(cand: tuple[int, int], inc: tuple[int, int], cfg: ValidationConfig) -> str:
@@ -118,6 +131,86 @@ def replay_rates(rng, n: int, p_inc: float, p_cand: float, cfg: ValidationConfig
     return tuple(sum(r[k] for r in runs) / n for k in range(3))
 
 
+class _Directory:
+    specs = {"a": AgentSpec(name="a", params=[{"name": "x", "low": 0.0, "high": 1.0, "init": 0.2}])}
+
+    def current_params(self, agent):
+        return 0, self.specs[agent].init_values()
+
+
+class _Held:
+    """One harness's recent tasks as a silent plan's replay sees them: no step fails either way, a silent defect
+    lowers the step's confidence; ``held`` of them have arrived."""
+
+    def __init__(self, inc: np.ndarray, cand: np.ndarray, held: int):
+        self.inc, self.cand, self.held = inc, cand, held
+
+    def shadow_replay(self, plan, n, skip=()):
+        lo = max(0, self.held - n)
+        pairs = zip(self.inc[lo : self.held], self.cand[lo : self.held])
+        return [ReplayPair(False, False, 0.3 if i else 0.9, 0.3 if c else 0.9) for i, c in pairs]
+
+    def push_candidates(self, plan):
+        pass
+
+    def install(self, plan):
+        pass
+
+    def reconcile(self, targets):
+        pass
+
+
+def _silent_plan() -> UpdatePlan:
+    update = AgentUpdate(agent="a", theta_old={"x": 0.2}, theta_new={"x": 0.3}, lam=0.05, confidence=0.9, version_old=0)
+    return UpdatePlan(plan_id="p", incident_id="i", updates=[update], silent_share=1.0)
+
+
+def run_silent(rng, p_inc: float, p_cand: float, cfg: HubConfig, first: int, per_pass: int) -> tuple[str, str, int]:
+    """(before, now, tasks replayed now) of one plan on silent evidence, validated with ``first`` tasks held: before,
+    a blind replay went live at once and one short of the boundary was rolled back; now (:class:`PlanLifecycle`) it
+    waits and is looked at again after every ``per_pass`` new tasks. ``live``: sent to live traffic."""
+    tasks = cfg.validation.shadow_max_tasks
+    held = _Held(rng.random(tasks) < p_inc, rng.random(tasks) < p_cand, first)
+    pairs, n = held.shadow_replay(None, cfg.validation.shadow_tasks), cfg.validation.shadow_tasks
+    while n < first and not shadow_settled(pairs, cfg.validation):
+        n = min(2 * n, first)
+        pairs = held.shadow_replay(None, n)
+    before = "live" if shadow_blind(pairs, cfg.validation) else shadow_verdict(pairs, cfg.validation)[0]
+    life = PlanLifecycle(Store(":memory:"), cfg, None, _Directory(), held, HubMetrics())
+    plan = life.validate(_silent_plan())
+    while awaiting_tasks(plan):
+        held.held = min(tasks, held.held + per_pass)
+        life.review_canaries()
+        plan = life.store.plan(plan.plan_id)
+    return before, {"promoted": "promote", "rolled_back": "rollback"}.get(plan.state, "live"), held.held
+
+
+def silent_rates(rng, n: int, p_inc: float, p_cand: float, args) -> dict[str, float]:
+    cfg = HubConfig(validation="shadow")
+    runs = [run_silent(rng, p_inc, p_cand, cfg, args.silent_first, args.silent_per_pass) for _ in range(n)]
+    out = {
+        f"{when} {d}": sum(r[k] == d for r in runs) / n
+        for k, when in enumerate(("before", "now"))
+        for d in ("promote", "live")
+    }
+    return {**out, "tasks": float(np.mean([r[2] for r in runs]))}
+
+
+def print_silent(rng, args) -> None:
+    aa = silent_rates(rng, args.silent_replays, args.silent_defect, args.silent_defect, args)
+    ab = silent_rates(rng, args.silent_replays, args.silent_defect, args.silent_defect - args.silent_effect, args)
+    print(
+        f"\n{args.silent_replays} plans on silent evidence per arm: a silent defect on {args.silent_defect} of tasks "
+        f"(A/B: {args.silent_defect - args.silent_effect:.4f} with the candidate), validated with "
+        f"{args.silent_first} tasks held, {args.silent_per_pass} more per pass"
+    )
+    print(f"{'validation':<44}{'false promotions (A/A)':>24}{'power (A/B)':>13}{'live A/A, A/B':>16}")
+    for when, name in (("before", "blind: live at once"), ("now", "waits for tasks, up to 3,000")):
+        live = f"{aa[when + ' live']:.3f}, {ab[when + ' live']:.3f}"
+        print(f"{name:<44}{aa[when + ' promote']:>24.4f}{ab[when + ' promote']:>13.3f}{live:>16}")
+    print(f"tasks replayed until decided, now: A/A {aa['tasks']:.0f}, A/B {ab['tasks']:.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--canaries", type=int, default=1000)
@@ -132,6 +225,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--replays", type=int, default=4000)
     ap.add_argument("--shadow-effect", type=float, default=0.05)
+    ap.add_argument("--silent-replays", type=int, default=2000)
+    ap.add_argument("--silent-defect", type=float, default=0.005)
+    ap.add_argument("--silent-effect", type=float, default=0.004)
+    ap.add_argument("--silent-first", type=int, default=400)
+    ap.add_argument("--silent-per-pass", type=int, default=200)
     args = ap.parse_args()
     cfg = ValidationConfig()
     if not 1 <= args.plans <= round(cfg.canary_max_share / cfg.canary_share):
@@ -166,6 +264,7 @@ def main() -> None:
     print(f"{'fixed sign test, first look only':<34}{saa[0]:>24.4f}{sab[0]:>14.3f}")
     print(f"{'fixed sign test, every look':<34}{saa[1]:>24.4f}{sab[1]:>14.3f}")
     print(f"{'hub: sequential sign test':<34}{saa[2]:>24.4f}{sab[2]:>14.3f}")
+    print_silent(rng, args)
 
 
 if __name__ == "__main__":

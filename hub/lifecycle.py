@@ -2,9 +2,11 @@
 
 ``proposed → canary → promoted | rolled_back`` for a plan the gate let through, ``blocked →
 proposed → …`` for one a human approved, ``canary → parked`` for a canary whose candidate got
-no traffic (:mod:`rrsi.hub.canary_stall`). A plan in canary serves its candidate on a slot of the
-task-hash space no other plan holds (:mod:`rrsi.canary_slots`; with none free it waits in canary,
-serving nothing, until one frees) and is judged on its own traffic (:mod:`rrsi.hub.canary_traffic`).
+no traffic (:mod:`rrsi.hub.canary_stall`). A plan on silent evidence that shadow replay cannot judge
+yet on the tasks the harnesses hold waits in canary, serving nothing, for more (:mod:`rrsi.hub.shadow`).
+Any other plan in canary serves its candidate on a slot of the task-hash space no other plan holds
+(:mod:`rrsi.canary_slots`; with none free it waits in canary, serving nothing, until one frees) and is
+judged on its own traffic (:mod:`rrsi.hub.canary_traffic`).
 Every transition is written to the store — atomically for all agents of the plan — before it
 takes effect on the harnesses; :meth:`PlanLifecycle.reconcile` brings live harnesses back to the
 store's last promoted parameters, and ends the candidates they serve, after a crash or a rollback.
@@ -20,7 +22,7 @@ from rrsi.config import HubConfig
 from rrsi.errors import SchemaError, UnknownPlan
 from rrsi.hub.canary import canary_verdict
 from rrsi.hub.canary_stall import unstall
-from rrsi.hub.canary_traffic import canary_counts
+from rrsi.hub.canary_traffic import canary_counts, canary_start
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
@@ -29,9 +31,18 @@ from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_settled,
 from rrsi.schema import Action, CanaryVerdict, GateDecision, ReplayPair, UpdatePlan
 from rrsi.store import Store
 
-__all__ = ["PlanLifecycle"]
+__all__ = ["AWAITING_TASKS", "PlanLifecycle", "awaiting_tasks"]
 
 log = logging.getLogger(__name__)
+
+AWAITING_TASKS = "waiting for more tasks to replay"
+
+
+def awaiting_tasks(plan: UpdatePlan) -> bool:
+    """Whether ``plan`` waits in canary, serving nothing, for its shadow replay to see more tasks."""
+    verdict = plan.canary
+    waiting = verdict is not None and verdict.reason.startswith(AWAITING_TASKS)
+    return plan.state == "canary" and plan.canary_slot is None and waiting
 
 
 def _theta(plan: UpdatePlan, gate: GateDecision) -> float:
@@ -70,13 +81,33 @@ class PlanLifecycle:
         if self.config.validation.mode == "canary":
             return self._serve(plan)
         pairs = self.replay(plan)
-        if plan.silent_share >= SILENT_SHARE and shadow_blind(pairs, self.config.validation):
-            # its agents' evidence is silent (their own steps hardly fail visibly, with either params):
-            # only the traces it serves can judge it
-            return self._serve(plan)
+        if plan.silent_share >= SILENT_SHARE and not shadow_settled(pairs, self.config.validation, silent=True):
+            # its agents' evidence is silent (their own steps hardly fail visibly, with either params): a replay of
+            # more tasks may still tell; where none can, only the traces it serves can judge it
+            return self._await_tasks(plan, pairs)
+        return self._settle(plan, pairs)
+
+    def _settle(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
         decision, verdict = shadow_verdict(pairs, self.config.validation)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
+
+    def _await_tasks(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
+        """A plan on silent evidence whose replay cannot decide yet (blind, or leaning better short of the test's
+        boundary) on the tasks the harnesses hold waits in canary, serving nothing, to be replayed again on the
+        tasks that arrive (:meth:`review_canaries`), under the same sequential test. Once the replay covers
+        ``shadow_max_tasks`` tasks, or no task arrived for ``canary_stall_s`` seconds, a blind plan serves live
+        traffic and any other is decided by its replay."""
+        config = self.config.validation
+        last = plan.canary.candidate[0] if awaiting_tasks(plan) else -1
+        stalled = len(pairs) <= last and time.time() - canary_start(plan) >= config.canary_stall_s
+        if len(pairs) >= config.shadow_max_tasks or stalled:
+            return self._serve(plan) if shadow_blind(pairs, config) else self._settle(plan, pairs)
+        _, verdict = shadow_verdict(pairs, config)
+        reason = f"{AWAITING_TASKS}: {verdict.reason}; replayed again as tasks arrive, up to {config.shadow_max_tasks}"
+        plan = plan.model_copy(update={"canary": verdict.model_copy(update={"reason": reason})})
+        self.store.put_plan(plan)
+        return plan
 
     def replay(self, plan: UpdatePlan) -> list[ReplayPair]:
         """The plan replayed in shadow on the latest ``shadow_tasks`` tasks, then on twice as many while it leans
@@ -84,7 +115,8 @@ class PlanLifecycle:
         config = self.config.validation
         n = config.shadow_tasks
         pairs = self.shadow_pairs(plan, n)
-        while n < config.shadow_max_tasks and not shadow_settled(pairs, config):
+        silent = plan.silent_share >= SILENT_SHARE
+        while n < config.shadow_max_tasks and not shadow_settled(pairs, config, silent):
             n = min(2 * n, config.shadow_max_tasks)
             more = self.shadow_pairs(plan, n)
             if len(more) <= len(pairs):  # the harnesses hold no more tasks served by the incumbent
@@ -162,6 +194,13 @@ class PlanLifecycle:
         freed. Returns the plans that settled."""
         settled, plans = [], self.store.plans()
         for plan in [p for p in plans if p.state == "canary"]:
+            if awaiting_tasks(plan):  # one look at every task held: the looks stay nested, as the test needs
+                pairs = self.shadow_pairs(plan, self.config.validation.shadow_max_tasks)
+                if shadow_settled(pairs, self.config.validation, silent=True):
+                    settled.append(self._settle(plan, pairs))
+                elif (plan := self._await_tasks(plan, pairs)).state != "canary":
+                    settled.append(plan)
+                continue
             if plan.canary_slot is None:
                 self._serve(plan)
                 continue

@@ -19,9 +19,11 @@ can in a few thousand (``shadow_max_tasks``, at most the ``replay_buffer`` each 
 A replay only sees what the agent's own step shows. When the evidence behind a plan is silent
 (``UpdatePlan.silent_share``: the share of its agents' blamed records with no error code, ≥ ½) and
 the replay is *blind* — so few discordant tasks d that even d better of d would not reach α,
-P(X ≥ d | Bin(d, ½)) = 2⁻ᵈ ≥ α (no failure changed, and no confidence to read) — the lifecycle
-judges the plan on live traffic instead, by the traces it serves
-(:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate`).
+P(X ≥ d | Bin(d, ½)) = 2⁻ᵈ ≥ α (no failure changed, and no confidence to read) — it is replayed on
+more tasks too, and where the harnesses hold too few yet, the plan waits for them, serving nothing,
+and is replayed again as they arrive, under the same sequential test
+(:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate`). Only a plan still blind on ``shadow_max_tasks``
+tasks is judged on live traffic instead, by the traces it serves.
 """
 
 from __future__ import annotations
@@ -66,9 +68,12 @@ def shadow_passes(b: int, c: int, config: ValidationConfig) -> bool:
     return b + c > 0 and rule.rejects(b, b + c)
 
 
-def shadow_settled(pairs: list[ReplayPair], config: ValidationConfig) -> bool:
-    """Whether replaying more tasks cannot change the verdict: it passes already, or does not lean better."""
+def shadow_settled(pairs: list[ReplayPair], config: ValidationConfig, silent: bool = False) -> bool:
+    """Whether replaying more tasks cannot change the verdict: it passes already, or does not lean better —
+    and, for a plan on ``silent`` evidence, is not blind (a blind one is replayed further before it goes live)."""
     b, c = compare(pairs)
+    if silent and shadow_blind(pairs, config):
+        return False
     return b <= c or shadow_passes(b, c, config)
 
 

@@ -2,7 +2,9 @@
 (the held-out files in tests/hub/scenarios have the same keys and were never tuned on).
 
 - silent root behind a relaying agent: attribution top-1 ≥ 0.8 and ≥ 0.25 above most-upstream on
-  the same traces; failure −60 % in 15 rounds; 0 spurious updates;
+  the same traces; failure −60 % in 15 rounds; no agent but a planted root moves, and every move takes
+  its param toward its optimum (an update counted spurious, one a round its root caused no failure
+  in, is at most such a move: near the optimum a root's param causes a failure in few rounds);
 - mid-run shift: back within 0.03 of the round before the shift three rounds after it; bystander
   drift ≤ 0.05.
 """
@@ -28,6 +30,27 @@ def _hub(scenario: Scenario, tmp_path: Path) -> dict:
     return run_demo(scenario, ["hub"], scenario.rounds, 0, tmp_path, CONFIG)["modes"]["hub"]
 
 
+def _moves_toward_optima(scenario: Scenario, tmp_path: Path) -> list[bool]:
+    """Per param a promoted plan moved: whether it went toward its optimum (the store of the run in ``tmp_path``)."""
+    store = Store(str(next(tmp_path.rglob("*.sqlite"))))
+    out = []
+    for plan in store.plans("promoted"):
+        for u in plan.updates:
+            optima = scenario.optima(u.agent, scenario.rounds)
+            out += [
+                abs(new - optima[p]) < abs(u.theta_old[p] - optima[p])
+                for p, new in u.theta_new.items()
+                if new != u.theta_old[p]
+            ]
+    return out
+
+
+def _no_harmful_update(scenario: Scenario, tmp_path: Path, final: dict) -> None:
+    moves = _moves_toward_optima(scenario, tmp_path)
+    assert moves and all(moves), "every promoted move takes a param toward its optimum"
+    assert final["max_drift_non_root"] == 0.0, "no agent that was never a root moves"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "scenario",
@@ -42,7 +65,7 @@ def test_a_silent_root_behind_a_relay_is_found_and_fixed(ray_module, tmp_path, s
     assert final["attribution_top1"] >= 0.8
     assert final["attribution_top1"] - final["baseline_top1"] >= 0.25
     assert final["reduction"] >= 0.6
-    assert final["spurious_updates"] == 0
+    _no_harmful_update(scenario, tmp_path, final)
 
 
 @pytest.mark.slow
@@ -63,7 +86,8 @@ def test_at_the_default_canary_share_shadow_replay_settles_silent_plans_by_confi
     """With 5 % of live traffic a silent plan would wait rounds for a verdict; the replayed steps' confidences
     give it at once (heldout-mute's root never fails visibly: before, −30 % in 15 rounds)."""
     final = run_demo(scenario, ["hub"], scenario.rounds, 0, tmp_path, DEFAULTS)["modes"]["hub"]["final"]
-    assert final["reduction"] >= 0.6 and final["spurious_updates"] == 0
+    assert final["reduction"] >= 0.6
+    _no_harmful_update(scenario, tmp_path, final)
     assert final["attribution_top1"] >= 0.8 and final["attribution_top1"] - final["baseline_top1"] >= 0.25
     plans = Store(str(next(tmp_path.rglob("*.sqlite")))).plans()
     promoted = [p for p in plans if p.state == "promoted"]
