@@ -22,7 +22,7 @@ from rrsi.config import HubConfig
 from rrsi.errors import SchemaError, UnknownPlan
 from rrsi.hub.canary import canary_verdict
 from rrsi.hub.canary_stall import unstall
-from rrsi.hub.canary_traffic import canary_counts, canary_start
+from rrsi.hub.canary_traffic import canary_counts
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
@@ -72,6 +72,7 @@ class PlanLifecycle:
     ) -> None:
         self.store, self.config, self.gate = store, config, gate
         self.directory, self.harnesses, self.metrics = directory, harnesses, metrics
+        self._replayed: dict[str, tuple[int, float]] = {}  # a waiting plan's tasks replayed, and since when
 
     def validate(self, plan: UpdatePlan) -> UpdatePlan:
         """Start the configured validation of a proposed plan; shadow and none settle at once."""
@@ -88,6 +89,7 @@ class PlanLifecycle:
         return self._settle(plan, pairs)
 
     def _settle(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
+        self._replayed.pop(plan.plan_id, None)
         decision, verdict = shadow_verdict(pairs, self.config.validation)
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
@@ -98,11 +100,15 @@ class PlanLifecycle:
         tasks that arrive (:meth:`review_canaries`), under the same sequential test. Once the replay covers
         ``shadow_max_tasks`` tasks, or no task arrived for ``canary_stall_s`` seconds, a blind plan serves live
         traffic and any other is decided by its replay."""
-        config = self.config.validation
-        last = plan.canary.candidate[0] if awaiting_tasks(plan) else -1
-        stalled = len(pairs) <= last and time.time() - canary_start(plan) >= config.canary_stall_s
-        if len(pairs) >= config.shadow_max_tasks or stalled:
-            return self._serve(plan) if shadow_blind(pairs, config) else self._settle(plan, pairs)
+        config, now = self.config.validation, time.time()
+        seen, since = self._replayed.get(plan.plan_id, (-1, now))
+        if len(pairs) > seen:
+            self._replayed[plan.plan_id] = seen, since = len(pairs), now
+        if len(pairs) >= config.shadow_max_tasks or now - since >= config.canary_stall_s:
+            if not shadow_blind(pairs, config):
+                return self._settle(plan, pairs)
+            self._replayed.pop(plan.plan_id, None)
+            return self._serve(plan)
         _, verdict = shadow_verdict(pairs, config)
         reason = f"{AWAITING_TASKS}: {verdict.reason}; replayed again as tasks arrive, up to {config.shadow_max_tasks}"
         plan = plan.model_copy(update={"canary": verdict.model_copy(update={"reason": reason})})

@@ -3,6 +3,8 @@ is replayed again as tasks arrive; only a replay still blind on ``shadow_max_tas
 
 from __future__ import annotations
 
+import time
+
 from rrsi.config import HubConfig
 from rrsi.hub.lifecycle import AWAITING_TASKS, PlanLifecycle, awaiting_tasks
 from rrsi.hub.metrics import HubMetrics
@@ -98,3 +100,17 @@ def test_a_plan_leaning_better_short_of_the_boundary_waits_instead_of_being_roll
     harnesses.held = 2000
     [settled] = life.review_canaries()
     assert settled.state == "promoted" and "better on 10, worse on 0" in settled.canary.reason
+
+
+def test_a_waiting_plan_whose_tasks_stop_arriving_goes_live_after_canary_stall_s(tmp_path):
+    harnesses = Harnesses(held=400, better=1)
+    config = HubConfig(validation="shadow", shadow_tasks=200, shadow_max_tasks=3000, canary_stall_s=0.05)
+    life = PlanLifecycle(Store(str(tmp_path / "h.sqlite")), config, None, Directory(), harnesses, HubMetrics())
+    assert awaiting_tasks(life.validate(silent_plan()))
+    harnesses.held = 600
+    life.review_canaries()
+    assert awaiting_tasks(life.store.plan("p1")), "tasks arrived: it waits on"
+    time.sleep(0.06)
+    life.review_canaries()  # no task since the last look, for longer than canary_stall_s
+    plan = life.store.plan("p1")
+    assert not awaiting_tasks(plan) and plan.canary_slot is not None and harnesses.served == ["p1"]
