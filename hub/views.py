@@ -5,9 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from rrsi.errors import SchemaError, UnknownIncident
+from rrsi.hub.lifecycle import awaiting_tasks
 from rrsi.store import SAMPLE_STATES, Store
 
-__all__ = ["incident_list", "incident_view", "sample_rows", "store_counts", "parked_plans", "hub_stats"]
+__all__ = [
+    "incident_list",
+    "incident_view",
+    "sample_rows",
+    "store_counts",
+    "parked_plans",
+    "waiting_plans",
+    "hub_stats",
+]
 
 
 def incident_list(store: Store, limit: int = 50) -> list[dict]:
@@ -66,10 +75,21 @@ def parked_plans(store: Store, limit: int = 10) -> list[dict]:
     ]
 
 
+def waiting_plans(store: Store, limit: int = 10) -> list[dict]:
+    """The plans on silent evidence waiting, serving nothing, for their shadow replay to see more tasks (each holds
+    its agents: no new plan for them meanwhile), oldest first, with the tasks replayed so far."""
+    return [
+        {"plan_id": p.plan_id, "agents": [u.agent for u in p.updates], "replayed": p.canary.candidate[0]}
+        for p in store.plans("canary")
+        if awaiting_tasks(p)
+    ][:limit]
+
+
 def hub_stats(store: Store, intake, loop, reflectors) -> dict[str, Any]:
     """What ``rrsi hub status`` shows: store counts, what was not analysed by kind (``refused``: dead letters
     of each kind and records held for unregistered agents, :mod:`rrsi.held_rows`), the records held per
-    agent, the error codes seen in traffic that no param declares, the canaries parked for want of traffic,
+    agent, the error codes seen in traffic that no param declares, the canaries parked for want of traffic, the
+    plans waiting for tasks to replay,
     the queue of failing traces (``intake``: the :class:`~rrsi.hub.ingest.Ingestor`), the loop's health
     (``loop``: an :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use
     (``reflectors``: :class:`~rrsi.hub.reflectors.Reflectors`)."""
@@ -82,6 +102,7 @@ def hub_stats(store: Store, intake, loop, reflectors) -> dict[str, Any]:
         "held_for_agents": store.held_agents(),
         "observed_codes": store.observed_codes(),
         "parked_plans": parked_plans(store),
+        "waiting_plans": waiting_plans(store),
         "analysis_loop": loop is not None,
         "loop": loop.status() if loop is not None else None,
         "reflector": reflectors.config.reflector,

@@ -8,6 +8,7 @@ import time
 from rrsi.config import HubConfig
 from rrsi.hub.lifecycle import AWAITING_TASKS, PlanLifecycle, awaiting_tasks
 from rrsi.hub.metrics import HubMetrics
+from rrsi.hub.views import waiting_plans
 from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
 from rrsi.store import Store
 
@@ -65,6 +66,7 @@ def test_a_blind_silent_plan_waits_serving_nothing_and_is_promoted_by_replay_onc
     assert plan.state == "canary" and plan.canary_slot is None and awaiting_tasks(plan)
     assert plan.canary.reason.startswith(AWAITING_TASKS) and "better on 3, worse on 0" in plan.canary.reason
     assert harnesses.served == [], "a waiting plan serves no candidate"
+    assert waiting_plans(life.store) == [{"plan_id": "p1", "agents": ["a"], "replayed": 400}], "hub status shows it"
 
     harnesses.held = 600  # not yet: 4 of 600, still blind
     assert life.review_canaries() == [] and awaiting_tasks(life.store.plan("p1"))
@@ -72,7 +74,7 @@ def test_a_blind_silent_plan_waits_serving_nothing_and_is_promoted_by_replay_onc
     [settled] = life.review_canaries()
     assert settled.state == "promoted" and settled.canary.share == 0.0 and "better on 16" in settled.canary.reason
     assert harnesses.asked[-3:] == [400, 600, 2000], "a waiting plan is looked at on every task held: nested looks"
-    assert harnesses.served == []
+    assert harnesses.served == [] and waiting_plans(life.store) == []
 
 
 def test_a_plan_blind_on_the_most_tasks_a_replay_takes_goes_to_live_traffic(tmp_path):
