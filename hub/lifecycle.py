@@ -81,7 +81,10 @@ class PlanLifecycle:
         plan = self._start_canary(plan)
         if self.config.validation.mode == "canary":
             return self._serve(plan)
-        pairs = self.replay(plan)
+        return self._judge(plan, self.replay(plan))
+
+    def _judge(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
+        """Decide a replayed plan, or let one on silent evidence wait while its replay cannot tell yet."""
         if plan.silent_share >= SILENT_SHARE and not shadow_settled(pairs, self.config.validation, silent=True):
             # its agents' evidence is silent (their own steps hardly fail visibly, with either params): a replay of
             # more tasks may still tell; where none can, only the traces it serves can judge it
@@ -201,10 +204,8 @@ class PlanLifecycle:
         settled, plans = [], self.store.plans()
         for plan in [p for p in plans if p.state == "canary"]:
             if awaiting_tasks(plan):  # one look at every task held: the looks stay nested, as the test needs
-                pairs = self.shadow_pairs(plan, self.config.validation.shadow_max_tasks)
-                if shadow_settled(pairs, self.config.validation, silent=True):
-                    settled.append(self._settle(plan, pairs))
-                elif (plan := self._await_tasks(plan, pairs)).state != "canary":
+                plan = self._judge(plan, self.shadow_pairs(plan, self.config.validation.shadow_max_tasks))
+                if plan.state != "canary":
                     settled.append(plan)
                 continue
             if plan.canary_slot is None:

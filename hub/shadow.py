@@ -57,8 +57,11 @@ def compare(pairs: list[ReplayPair]) -> tuple[int, int]:
 
 def shadow_blind(pairs: list[ReplayPair], config: ValidationConfig) -> bool:
     """Whether no outcome of this replay's discordant tasks could reach ``canary_alpha`` (see the module docstring)."""
-    d = sum(compare(pairs))
-    return sign_test(d, d) >= config.canary_alpha
+    return _blind(sum(compare(pairs)), config)
+
+
+def _blind(discordant: int, config: ValidationConfig) -> bool:
+    return sign_test(discordant, discordant) >= config.canary_alpha
 
 
 def shadow_passes(b: int, c: int, config: ValidationConfig) -> bool:
@@ -72,7 +75,7 @@ def shadow_settled(pairs: list[ReplayPair], config: ValidationConfig, silent: bo
     """Whether replaying more tasks cannot change the verdict: it passes already, or does not lean better —
     and, for a plan on ``silent`` evidence, is not blind (a blind one is replayed further before it goes live)."""
     b, c = compare(pairs)
-    if silent and shadow_blind(pairs, config):
+    if silent and _blind(b + c, config):
         return False
     return b <= c or shadow_passes(b, c, config)
 
