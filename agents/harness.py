@@ -199,23 +199,31 @@ class AgentHarness:
             self.candidate = (version, self.params.validate(values), (lo, hi))
 
     @ray.method(concurrency_group="control")
-    def shadow_replay(self, values: dict[str, float], n: int, skip: Sequence[tuple[int, int]] = ()) -> list[ReplayPair]:
+    def shadow_replay(
+        self, values: dict[str, float], n: int, skip: Sequence[tuple[int, int]] = (), rerun: bool = False
+    ) -> list[ReplayPair]:
         """Run up to ``n`` recent tasks again with ``values``: how the incumbent did and how ``values`` do, per task.
 
         Only tasks the current params served count: after a promotion or a rollback the older ones
-        describe another incumbent. Tasks in a canary slot of ``skip`` are left out: another plan's
-        candidate may have served them upstream.
+        describe another incumbent. With ``rerun`` every recent task counts and the current params run
+        it again beside ``values``, so a step onward from a promotion is judged on the tasks that judged
+        it. Tasks in a canary slot of ``skip`` are left out: another plan's candidate may have served
+        them upstream.
 
         Nothing is recorded or shipped: a shadow run only informs the hub's promotion test. Use it
         with executors whose calls have no side effects (the simulator's are pure functions of the
         task and the params).
         """
         values = self.params.validate(values)
+        version, incumbent = self.params.version, self.params.values
         pairs = []
         served = [
-            (t, f, c) for t, f, c, v in self.recent if v == self.params.version and not in_any_slot(t.task_id, skip)
+            (t, f, c) for t, f, c, v in self.recent if (rerun or v == version) and not in_any_slot(t.task_id, skip)
         ]
         for task, failed, confidence in served[-n:]:
+            if rerun:
+                again = self.executor(task, incumbent)
+                failed, confidence = again.error_code is not None, again.confidence
             result = self.executor(task, values)
             pairs.append(ReplayPair(failed, result.error_code is not None, confidence, result.confidence))
         return pairs

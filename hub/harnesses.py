@@ -46,12 +46,15 @@ class Harnesses:
     def _handles(self, agents: Iterable[str]) -> dict[str, object]:
         return {a: h for a in agents if (h := self.handle(a)) is not None}
 
-    def shadow_replay(self, plan: UpdatePlan, n: int, skip: list[tuple[int, int]] = ()) -> list[ReplayPair]:
+    def shadow_replay(
+        self, plan: UpdatePlan, n: int, skip: list[tuple[int, int]] = (), rerun: bool = False
+    ) -> list[ReplayPair]:
         """Up to ``n`` recent tasks per agent replayed with the plan's params, agents in plan order; tasks
-        in a canary slot of ``skip`` left out (:meth:`~rrsi.agents.harness.AgentHarness.shadow_replay`)."""
+        in a canary slot of ``skip`` left out; with ``rerun`` the current params run again beside them
+        (:meth:`~rrsi.agents.harness.AgentHarness.shadow_replay`)."""
         handles = self._handles(u.agent for u in plan.updates)
         refs = [
-            handles[u.agent].shadow_replay.remote(u.theta_new, n, list(skip))
+            handles[u.agent].shadow_replay.remote(u.theta_new, n, list(skip), rerun)
             for u in plan.updates
             if u.agent in handles
         ]

@@ -203,16 +203,17 @@ class IncidentPipeline:
 
     def _probe(self, incident: Incident, standing: list[StepRecord], joint: JointReflection | None, report):
         """Probes each way for the agents whose evidence names a param but no direction (:mod:`rrsi.hub.probes`);
-        on blame held for review none, and the params they would have tried, held with the reason."""
+        returns the params not probed, with why: those the gate holds at a probe's confidence, and on blame held
+        for review all the probes would have tried."""
         acted = {r.agent for r in joint.reflections if r.actions} if joint is not None else set()
         if incident.review is not None:
             opaque = self.prober.opaque(standing, acted, incident.findings)
             return not_probed([(s.name, p) for s, p, *_ in opaque], incident.review)
-        probed, plans = self.prober.probe(incident.incident_id, standing, acted, incident.findings)
+        probed, plans, held = self.prober.probe(incident.incident_id, standing, acted, incident.findings)
         for agent in probed:  # a probe spends the evidence like a reflection that acts
             self.evidence.pop(agent, None)
         record(report, self.metrics, *plans)
-        return []
+        return held
 
     def _incident(self, group: list[Trace], report: AnalysisReport) -> tuple[Incident, list[StepRecord]]:
         """The stored, attributed incident of ``group`` and the standing evidence of its agents."""
@@ -286,22 +287,35 @@ class IncidentPipeline:
         acting = {r.agent for r in eligible.reflections if r.actions}
         share = silent_share(acting, standing)
         steps = sized_steps(eligible, self.store.plans(), self.directory.specs, self.config.update)
-        candidates, stuck = [], None
         shadow = self.config.validation.mode == "shadow"
-        for rung in ladder(steps, self._step(acting, current, share), self.config.update, shadow):
-            plan, held = self._solve(eligible, current, rung)
+        rungs = ladder(steps, self._step(acting, current, share), self.config.update, shadow)
+        candidates, stuck = self._rungs(eligible, current, rungs)
+        if not candidates:
+            return stuck or []
+        flags = {"gates": [d for d in decisions if d.eligible], "silent_share": share}
+        candidates = [p.model_copy(update=flags) for p in candidates]
+        self.store.put_plan(candidates[0])
+
+        def onward(_: UpdatePlan, k: int) -> list[UpdatePlan]:
+            now = {a: self.directory.current_params(a) for a in self.directory.specs}
+            more = self._rungs(eligible, now, rungs)[0]
+            return [p.model_copy(update={**flags, "plan_id": f"{candidates[0].plan_id}-onward-{k}"}) for p in more]
+
+        for plan in self.lifecycle.validate_onward(candidates, onward):
+            self.wide.settled(plan)
+            record(report, self.metrics, plan)
+        return stuck or []
+
+    def _rungs(self, joint: JointReflection, current, rungs: list[Steps]) -> tuple[list[UpdatePlan], list | None]:
+        """The distinct plans of ``joint`` at each of ``rungs`` from ``current``, and the params the first solve
+        could not move."""
+        candidates, stuck = [], None
+        for rung in rungs:
+            plan, held = self._solve(joint, current, rung)
             stuck = held if stuck is None else stuck
             if plan is not None and all(plan.updates != c.updates for c in candidates):
                 candidates.append(plan)
-        if not candidates:
-            return stuck or []
-        gates = [d for d in decisions if d.eligible]
-        candidates = [p.model_copy(update={"gates": gates, "silent_share": share}) for p in candidates]
-        self.store.put_plan(candidates[0])
-        plan = self.lifecycle.validate_ladder(candidates)
-        self.wide.settled(plan)
-        record(report, self.metrics, plan)
-        return stuck or []
+        return candidates, stuck
 
     def _step(self, agents: set[str], current, silent: float) -> float:
         """The least step of an action without a value: wider for a re-opened agent (:class:`WideSteps`) and,

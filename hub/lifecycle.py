@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 
 from rrsi.canary_slots import CanarySlot, free_slot
 from rrsi.config import HubConfig
@@ -118,22 +119,23 @@ class PlanLifecycle:
         self.store.put_plan(plan)
         return plan
 
-    def replay(self, plan: UpdatePlan) -> list[ReplayPair]:
+    def replay(self, plan: UpdatePlan, rerun: bool = False) -> list[ReplayPair]:
         """The plan replayed in shadow on the latest ``shadow_tasks`` tasks, then on twice as many while it leans
-        better but the sequential test cannot yet tell, up to ``shadow_max_tasks`` (:mod:`rrsi.hub.shadow`)."""
+        better but the sequential test cannot yet tell, up to ``shadow_max_tasks`` (:mod:`rrsi.hub.shadow`);
+        ``rerun``: see :meth:`shadow_pairs`."""
         config = self.config.validation
         n = config.shadow_tasks
-        pairs = self.shadow_pairs(plan, n)
+        pairs = self.shadow_pairs(plan, n, rerun)
         silent = plan.silent_share >= SILENT_SHARE
         while n < config.shadow_max_tasks and not shadow_settled(pairs, config, silent):
             n = min(2 * n, config.shadow_max_tasks)
-            more = self.shadow_pairs(plan, n)
-            if len(more) <= len(pairs):  # the harnesses hold no more tasks served by the incumbent
+            more = self.shadow_pairs(plan, n, rerun)
+            if len(more) <= len(pairs):  # the harnesses hold no more tasks to replay
                 break
             pairs = more
         return pairs
 
-    def validate_ladder(self, plans: list[UpdatePlan]) -> UpdatePlan:
+    def validate_ladder(self, plans: list[UpdatePlan], onward: bool = False) -> UpdatePlan:
         """Validate the first of ``plans`` — one plan at growing steps (:func:`~rrsi.hub.step_sizes.ladder`) —
         or, in shadow replay, the best of them that passes.
 
@@ -141,30 +143,63 @@ class PlanLifecycle:
         first that fails: a fixed-sequence procedure (Maurer, Hothorn & Lehmacher 1995), so the
         chance that any plan no better than the incumbent passes stays at most α. Of those that
         passed, the one with the largest gain b − c is promoted under the first plan's id; when the
-        first fails it is rolled back, as a single plan would be. A canary (one candidate on live
-        traffic) and a plan shadow replay cannot judge (silent evidence) take the first plan."""
+        first fails it is rolled back, as a single plan would be. An ``onward`` ladder (:meth:`validate_onward`)
+        tests every plan at α / len(plans) instead (Bonferroni), the incumbent run again beside each, and
+        rolls back the one with the largest gain when none passes (on silent evidence too: the step before it
+        stands, so an onward plan never waits for tasks). A canary (one candidate on live traffic) and a plan on
+        silent evidence take the first plan."""
         first = plans[0]
-        if self.config.validation.mode != "shadow" or len(plans) == 1 or first.silent_share >= SILENT_SHARE:
+        if self.config.validation.mode != "shadow":
             return self.validate(first)
-        passed = []
+        if not onward and (len(plans) == 1 or first.silent_share >= SILENT_SHARE):
+            return self.validate(first)
+        config = self.config.validation
+        if onward:
+            config = config.model_copy(update={"canary_alpha": config.canary_alpha / len(plans)})
+        tried = []
         for plan in plans:
-            pairs = self.replay(plan)
-            decision, verdict = shadow_verdict(pairs, self.config.validation)
-            if decision != "promote":
-                if not passed:
-                    return self.rollback(self._start_canary(first).model_copy(update={"canary": verdict}))
-                break
+            pairs = self.replay(plan, rerun=onward)
+            decision, verdict = shadow_verdict(pairs, config)
             b, c = compare(pairs)
-            passed.append(((b - c) / len(pairs), plan, verdict))
-        _, best, verdict = max(passed, key=lambda t: t[0])
-        best = best.model_copy(update={"plan_id": first.plan_id})
-        return self.promote(self._start_canary(best).model_copy(update={"canary": verdict}))
+            tried.append((decision == "promote", (b - c) / max(len(pairs), 1), plan, verdict))
+            if decision != "promote" and not onward:
+                break
+        passed = [t for t in tried if t[0]] or (tried if onward else tried[:1])
+        ok, _, best, verdict = max(passed, key=lambda t: t[1])
+        best = self._start_canary(best.model_copy(update={"plan_id": first.plan_id}))
+        return (self.promote if ok else self.rollback)(best.model_copy(update={"canary": verdict}))
 
-    def shadow_pairs(self, plan: UpdatePlan, n: int) -> list[ReplayPair]:
+    def validate_onward(
+        self, plans: list[UpdatePlan], onward: Callable[[UpdatePlan, int], list[UpdatePlan]]
+    ) -> list[UpdatePlan]:
+        """:meth:`validate_ladder`, then onward while shadow replay promotes the ladder's largest step: the same
+        steps again from the promoted params (``onward(promoted, k)`` builds the k-th ladder), at most
+        ``update.onward_steps`` times. An onward ladder is replayed on the latest tasks with the new incumbent
+        run again beside each plan, and each of its plans is tested at α / len(plans) (Bonferroni: no order
+        among its steps is known in advance), so a plan no better than the incumbent it replaces passes with
+        chance at most α, as any other. Every plan is bounded by the trust region ρ as before; onward ladders
+        go further only where replay keeps confirming the way, and the first that promotes none ends it."""
+        settled = [self.validate_ladder(plans)]
+        for k in range(1, self.config.update.onward_steps + 1):
+            last, top = settled[-1], plans[-1]
+            if self.config.validation.mode != "shadow" or last.state != "promoted":
+                break
+            if [u.theta_new for u in last.updates] != [u.theta_new for u in top.updates]:
+                break
+            plans = onward(last, k)
+            if not plans:
+                break
+            self.store.put_plan(plans[0])
+            settled.append(self.validate_ladder(plans, onward=True))
+        return settled
+
+    def shadow_pairs(self, plan: UpdatePlan, n: int, rerun: bool = False) -> list[ReplayPair]:
         """``plan`` replayed in shadow on up to ``n`` recent tasks of each of its agents, less the tasks in a
-        slot a plan in canary holds: another plan's candidate may have served them upstream."""
+        slot a plan in canary holds: another plan's candidate may have served them upstream. Without ``rerun``
+        the tasks the current params served, with their recorded outcomes; with it any recent task, the current
+        params run again beside the plan's."""
         held = [(p.canary_slot.lo, p.canary_slot.hi) for p in self.store.plans("canary") if p.canary_slot is not None]
-        return self.harnesses.shadow_replay(plan, n, held)
+        return self.harnesses.shadow_replay(plan, n, held, rerun)
 
     def _serve(self, plan: UpdatePlan) -> UpdatePlan:
         """Serve the candidate of a plan in canary on its slot of the task-hash space, taking a free one first

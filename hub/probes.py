@@ -5,8 +5,11 @@ An agent's root records name a param through their error code, but when their sy
 failures say "too low" while the failures its bad inputs cause say "too high") the rule Reflector
 finds no direction and acts on nothing. The Updater does not guess: for the param with the most such
 evidence (at least ``min_evidence`` records carrying its code, their direction votes fewer than
-``min_evidence`` or no one-sided majority, :data:`UNDIRECTED`; mixed only under shadow or canary
-validation: votes both ways are also what noise gives) it builds two reflections, ``increase`` and
+``min_evidence`` or no one-sided majority, :data:`UNDIRECTED`; votes both ways, whether the evidence test
+calls them mixed or too few to tell, only under shadow or canary validation: they are also what noise
+gives) whose probe the gate lets through (a probe acts at confidence ½, so a param of a risk tier that
+needs more is not tried: the incident lists it as held, with the gate's reason) it builds two
+reflections, ``increase`` and
 ``decrease``, each at confidence ½ (no direction is known, so λ is raised ×4 as for any
 low-confidence update), and one plan per direction from the same joint solve
 (:func:`~rrsi.hub.joint_update.plan_update`: the trust region, the L2 regularizer and the gate apply
@@ -14,7 +17,8 @@ as to any update). Both are replayed in shadow on the same recent tasks; the dir
 larger gain goes on to the configured validation (its promotion test against the incumbent decides;
 in shadow replay at its sized step and then, on the same tasks, that step times each further factor
 of ``step_ladder``, the best that passes promoted, as for a reflection's plan:
-:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`), the other is rolled back with its
+:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`, and onward from it while its largest step is the
+one promoted: :meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`), the other is rolled back with its
 verdict and ``lost_to`` naming the winner. Records blamed for a silent defect (no error code) name
 the param they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for
 each of the agent's params, probed in turn. On such evidence the step starts at the trust region
@@ -47,7 +51,7 @@ from rrsi.hub.probe_order import ProbeOrder
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
 from rrsi.hub.step_sizes import Steps, ladder, sized_steps
 from rrsi.reflection import Finding
-from rrsi.schema import Action, AgentSpec, JointReflection, Reflection, StepRecord, UpdatePlan, validate
+from rrsi.schema import Action, AgentSpec, HeldParam, JointReflection, Reflection, StepRecord, UpdatePlan, validate
 
 __all__ = ["PROBE_CONFIDENCE", "UNDIRECTED", "leaned_better", "opaque_param", "probe_reflections", "Prober"]
 
@@ -78,12 +82,20 @@ def opaque_param(
 def _opaque_counts(
     spec: AgentSpec, records: list[StepRecord], registry: ErrorCodeRegistry, config: HubConfig
 ) -> dict[str, int]:
-    """Each param whose reading gives no direction, with the number of records naming it: ``opaque``, or ``mixed``
-    where validation can judge the probe (votes both ways are what noise gives: without validation, wait)."""
+    """Each param whose reading gives no direction, with the number of records naming it: ``opaque``; and where
+    validation can judge the probe, ``mixed``, or ``few`` votes that point both ways from at least ``min_evidence``
+    records (votes both ways are what noise gives: without validation, wait; votes one way alone, too few for the
+    evidence test yet, wait for the Reflector to act on them)."""
     named = named_params(spec, records, registry)
     votes = symptom_votes(spec, records, registry)
-    rule, undirected = config.evidence, UNDIRECTED if config.validation.mode != "none" else ("opaque",)
-    return {p: n for p, n in named.items() if param_reading(votes.get(p, Counter()), n, rule) in undirected}
+    rule, validated = config.evidence, config.validation.mode != "none"
+    out = {}
+    for p, n in named.items():
+        said, reading = votes.get(p, Counter()), param_reading(votes.get(p, Counter()), n, rule)
+        both_ways = reading == "few" and n >= rule.min_evidence and sum(1 for v in said.values() if v) > 1
+        if reading == "opaque" or (validated and (reading == "mixed" or both_ways)):
+            out[p] = n
+    return out
 
 
 def _first(opaque: dict[str, int], probed: Counter | None, affinity: dict[str, float] | None) -> str | None:
@@ -148,17 +160,23 @@ class Prober:
     ) -> list[tuple[AgentSpec, str, list[StepRecord], str | None]]:
         """``(spec, param, records, why)`` of every agent of ``standing`` the reflection did not act on (``acted``)
         whose evidence is opaque: what :meth:`probe` would try. The incident's ``findings`` order the params
-        when the records name none; ``why`` says so where that changed the choice (else None)."""
+        when the records name none; ``why`` says so where that changed the choice (else None). A param whose
+        probe the gate would hold (its risk tier at the probe's confidence) is never the one tried."""
+        return self._candidates(standing, acted, findings)[0]
+
+    def _candidates(self, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding]):
+        """:meth:`opaque`'s list, and the opaque params the gate would hold, with its reason."""
         by_agent: dict[str, list[StepRecord]] = {}
         for r in standing:
             by_agent.setdefault(r.agent, []).append(r)
-        out = []
+        out, held = [], []
         for agent, records in sorted(by_agent.items()):
             spec = self.directory.specs.get(agent)
             if agent in acted or spec is None:
                 continue
             steer = self.order(spec, findings) if self.config.reflection.steer_probes else {}
             opaque, probed = _opaque_counts(spec, records, self.directory.codes, self.config), self.probed.get(agent)
+            held += self._gated(spec, opaque)
             param = _first(opaque, probed, steer)
             if param is None:
                 continue
@@ -167,22 +185,35 @@ class Prober:
                 finding = next(f for f in findings if f.agent == agent)
                 why = f"tried first: {param} reads closest to the {finding.mode} {finding.mode_name} finding"
             out.append((spec, param, records, why))
-        return out
+        return out, held
+
+    def _gated(self, spec: AgentSpec, opaque: dict[str, int]) -> list[HeldParam]:
+        """Remove from ``opaque`` the params whose probe the gate would hold; them, with the gate's reason."""
+        held = []
+        for name in list(opaque):
+            action = Action(agent=spec.name, param=name, op="increase")
+            decision = self.gate.decide(action, spec, PROBE_CONFIDENCE, approved=False)
+            if not decision.eligible:
+                del opaque[name]
+                reason = f"not probed: a probe acts at confidence {PROBE_CONFIDENCE}; {decision.reason}"
+                held.append(HeldParam(agent=spec.name, param=name, reason=reason))
+        return held
 
     def probe(
         self, incident_id: str, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding] = ()
-    ) -> tuple[set[str], list[UpdatePlan]]:
+    ) -> tuple[set[str], list[UpdatePlan], list[HeldParam]]:
         """Probe every agent of ``standing`` the reflection did not act on whose evidence is opaque;
-        returns the agents probed and the plans that changed state."""
+        returns the agents probed, the plans that changed state, and the opaque params the gate holds."""
         probed, plans = set(), []
-        for spec, param, records, why in self.opaque(standing, acted, findings):
+        candidates, held = self._candidates(standing, acted, findings)
+        for spec, param, records, why in candidates:
             probed.add(spec.name)
             self.probed.setdefault(spec.name, Counter())[param] += 1
             code = spec.param(param).error_code
             n = sum(1 for r in records if r.error_code in (code, None))
             silent = sum(1 for r in records if r.error_code is None) / len(records)
             plans += self._each_way(incident_id, spec, param, n, silent, why)
-        return probed, plans
+        return probed, plans, held
 
     def _each_way(
         self, incident_id: str, spec: AgentSpec, param: str, n: int, silent: float, why: str | None = None
@@ -201,41 +232,50 @@ class Prober:
                 tried.append(t)
         if not tried:
             return []
-        if silent >= SILENT_SHARE and all(blind for *_, blind in tried):
+        if silent >= SILENT_SHARE and all(t[3] for t in tried):
             way = self._last_way(spec.name, param, settled)
             tried.sort(key=lambda t: (t[0], t[1][0].probe_sign == way), reverse=True)
         else:
             tried.sort(key=lambda t: t[0], reverse=True)
         winner = tried[0][1][0].plan_id
-        losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, _ in tried[1:]]
-        return [self.lifecycle.validate_ladder(tried[0][1]), *losers]
+        losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, *_ in tried[1:]]
+        return [*self.lifecycle.validate_onward(tried[0][1], tried[0][4]), *losers]
 
     def _tried(self, joint: JointReflection, sign: float, suffix: str, steps: Steps, silent: float, why: str | None):
-        """(gain, plans, verdict, blind) of one direction, or None when it has no plan: its plans at the sized
-        ``steps`` and, in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ), the
-        first replayed in shadow; ``why`` becomes the plans' reason."""
-        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        """(gain, plans, verdict, blind, onward) of one direction, or None when it has no plan: its plans at the
+        sized ``steps`` and, in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ),
+        the first replayed in shadow; ``onward`` builds the same steps from the params then current
+        (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`); ``why`` becomes the plans' reason."""
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
         if eligible is None:
             return None
-        specs, graph = self.directory.specs, self.directory.graph
-        config = self.config.update
-        plans: list[UpdatePlan] = []
-        for rung in ladder(steps, 0.0, config, self.config.validation.mode == "shadow", least=False):
-            plan = plan_update(eligible, specs, current, config, graph, rung)
-            if plan is not None and all(plan.updates != p.updates for p in plans):
-                plans.append(plan)
+        rungs = ladder(steps, 0.0, self.config.update, self.config.validation.mode == "shadow", least=False)
+        flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent, "reason": why}
+        flags["gates"] = decisions
+        plans = self._plans(eligible, rungs, flags, suffix)
         if not plans:
             return None
-        flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent, "reason": why}
-        plans = [
-            p.model_copy(update={"plan_id": plans[0].plan_id + suffix, "gates": decisions, **flags}) for p in plans
-        ]
         self.lifecycle.store.put_plan(plans[0])
         pairs = self.lifecycle.shadow_pairs(plans[0], self.config.validation.shadow_tasks)
         _, verdict = shadow_verdict(pairs, self.config.validation)
         better, worse = compare(pairs)
-        return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation)
+
+        def onward(_: UpdatePlan, k: int) -> list[UpdatePlan]:
+            return self._plans(eligible, rungs, flags, f"{suffix}-onward-{k}")
+
+        return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation), onward
+
+    def _plans(self, eligible: JointReflection, rungs: list[Steps], flags: dict, suffix: str) -> list[UpdatePlan]:
+        """The distinct plans of ``eligible`` at each of ``rungs`` from the current params, under one id (the
+        solve's, with ``suffix``) and ``flags``."""
+        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        specs, graph, config = self.directory.specs, self.directory.graph, self.config.update
+        plans: list[UpdatePlan] = []
+        for rung in rungs:
+            plan = plan_update(eligible, specs, current, config, graph, rung)
+            if plan is not None and all(plan.updates != p.updates for p in plans):
+                plans.append(plan)
+        return [p.model_copy(update={"plan_id": plans[0].plan_id + suffix, **flags}) for p in plans]
 
     @staticmethod
     def _last_way(agent: str, param: str, plans: list[UpdatePlan]) -> float:

@@ -168,7 +168,8 @@ class UpdateConfig(_Model):
     is multiplied by ``step_growth`` (up to ``trust_region``) after each promoted step in the same
     direction, and divided by it (down to ``default_step``) after a rollback. Shadow replay tries
     ``default_step``, then the sized step times each factor of ``step_ladder`` (ascending, from 1),
-    on the same tasks, smallest first."""
+    on the same tasks, smallest first; while its largest step is promoted, the same steps again from the
+    promoted params, up to ``onward_steps`` more times (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`)."""
 
     lam: float = Field(default=0.05, gt=0.0)
     default_step: float = Field(default=0.1, gt=0.0, le=1.0)
@@ -179,6 +180,7 @@ class UpdateConfig(_Model):
     trust_region: float = Field(default=0.3, gt=0.0)
     step_growth: float = Field(default=2.0, ge=1.0)
     step_ladder: list[float] = Field(default_factory=lambda: [1.0, 2.0, 3.0], min_length=1)
+    onward_steps: int = Field(default=3, ge=0, le=50)
 
     @model_validator(mode="after")
     def _tiers(self) -> UpdateConfig:

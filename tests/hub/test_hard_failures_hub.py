@@ -72,6 +72,57 @@ def test_evidence_pointing_both_ways_is_probed_like_opaque_evidence():
     assert opaque_param(spec, both, registry, unvalidated) is None  # nothing would judge the probe: wait
     one_way = [s.model_copy(update={"scratchpad": "strict=0.2 looked too low"}) for s in both]
     assert opaque_param(spec, one_way, registry, config) is None  # one-sided: the Reflector acts on it
+    # votes both ways too few for the evidence test (alpha 0.001) to tell a side: probed too, where validated
+    few = [
+        s.model_copy(update={"scratchpad": f"strict=0.2 looked too {'high' if i < 2 else 'low'}"})
+        for i, s in enumerate(both[:7])
+    ]
+    assert config.evidence.alpha == 0.001 and opaque_param(spec, few, registry, config) == "strict"
+    assert opaque_param(spec, few, registry, unvalidated) is None
+    assert opaque_param(spec, one_way[:7], registry, config) is None  # one way alone: wait for the Reflector
+
+
+def test_a_probe_the_gate_would_hold_is_not_tried_and_the_incident_says_why():
+    two = {
+        "name": "up",
+        "domain_terms": ["date format"],
+        "params": [
+            {
+                "name": "depth",
+                "kind": "int",
+                "low": 1,
+                "high": 9,
+                "init": 3,
+                "risk": "medium",
+                "error_code": "UP_DEPTH_001",
+            },
+            {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"},
+        ],
+    }
+    hub = ReflectionHub(":memory:", HubConfig(attribution="most_upstream", reflector="rule", validation="shadow"))
+    hub.register_agent(two)
+    silent = [step(trace=f"t{i}", step_id="up", agent="up", scratchpad="could not complete") for i in range(12)]
+    coded = [  # the medium-risk param is named most: alone it would be the one probed
+        step(trace=f"c{i}", step_id="up", agent="up", error_code="UP_DEPTH_001", scratchpad="could not complete")
+        for i in range(6)
+    ]
+    hub.ingest(silent + coded)
+    hub.report_outcomes([{"trace_id": f"t{i}", "ok": False} for i in range(12)])
+    report = hub.analyze()
+    probed = {
+        k
+        for p in report.plans
+        if p.kind == "probe"
+        for u in p.updates
+        for k in u.theta_new
+        if u.theta_new[k] != u.theta_old[k]
+    }
+    assert probed == {"strict"}
+    incidents = [hub.store.incident(i) for i in report.incidents if hub.store.incident(i).held]
+    assert incidents and all([(h.agent, h.param) for h in i.held] == [("up", "depth")] for i in incidents)
+    reason = incidents[0].held[0].reason
+    assert reason == "not probed: a probe acts at confidence 0.5; medium risk: confidence 0.50 < 0.6"
+    assert reason in incident_text(hub.incident_view(incidents[0].incident_id))
 
 
 def test_a_probe_is_one_bounded_step_each_way_at_low_confidence():

@@ -30,7 +30,7 @@ class Harnesses:
     def __init__(self, held: int, better: int, worse: int = 0):
         self.held, self.better, self.worse, self.asked, self.served = held, better, worse, [], []
 
-    def shadow_replay(self, plan, n, skip=()):
+    def shadow_replay(self, plan, n, skip=(), rerun=False):
         n = min(n, self.held)
         self.asked.append(n)
         up, down = self.better * n // 1000, self.worse * n // 1000

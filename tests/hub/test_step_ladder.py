@@ -27,7 +27,7 @@ class Replays:
     def __init__(self, fixed, broken, param="x"):
         self.fixed, self.broken, self.param, self.asked = fixed, broken, param, []
 
-    def shadow_replay(self, plan, n, skip=()):
+    def shadow_replay(self, plan, n, skip=(), rerun=False):
         x = plan.updates[0].theta_new[self.param]
         self.asked.append((x, n))
         good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
@@ -89,7 +89,8 @@ def test_a_first_step_that_fails_is_rolled_back(tmp_path):
 
 
 def test_a_probe_that_passes_is_tried_at_larger_steps_on_the_same_tasks(tmp_path):
-    hub = ReflectionHub(str(tmp_path / "h.sqlite"), {"validation": "shadow", "attribution": "most_upstream"})
+    config = {"validation": "shadow", "attribution": "most_upstream", "update": {"onward_steps": 0}}
+    hub = ReflectionHub(str(tmp_path / "h.sqlite"), config)  # one ladder: onward ladders are tests/hub/test_onward.py's
     hub.register_agent(UP)
     replays = Replays(
         fixed=lambda x: 20 * (x - 0.2) if x > 0.2 else 0, broken=lambda x: 5 if x < 0.2 else 0, param="strict"

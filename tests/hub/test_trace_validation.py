@@ -118,5 +118,12 @@ def test_the_harness_replays_with_the_confidence_it_served():
     # once other params are promoted, the tasks the old ones served no longer describe the incumbent
     harness.set_params(1, {"bar": 0.7})
     assert harness.shadow_replay({"bar": 0.9}, 4) == []
+    # unless the incumbent runs them again beside the candidate
+    assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4, rerun=True)] == [
+        (False, False, 0.9, 0.3),
+        (False, False, 0.9, 0.9),
+        (False, False, 0.9, 0.3),
+        (False, False, 0.9, 0.9),
+    ]
     harness.run(Task(task_id="t-6", trace_id="tr-6"))
     assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4)] == [(False, False, 0.9, 0.3)]
