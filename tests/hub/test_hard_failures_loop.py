@@ -1,8 +1,9 @@
 """The hub's loop on hard failures, end to end on Ray, on bundled and held-out scenarios alike
 (the held-out files in tests/hub/scenarios have the same keys and were never tuned on).
 
-- silent root behind a relaying agent: attribution top-1 ≥ 0.8 and ≥ 0.25 above most-upstream on
-  the same traces; failure −60 % in 15 rounds; no agent but a planted root moves, and every move takes
+- silent root behind a relaying agent: attribution top-1 ≥ 0.8, and ≥ 0.25 above most-upstream on
+  the same traces of the rounds before the silent root's failures stop (after, the failures left are the
+  pipeline's noise, where no root is planted to find); failure −60 % in 15 rounds; no agent but a planted root moves, and every move takes
   its param toward its optimum (an update counted spurious, one a round its root caused no failure
   in, is at most such a move: near the optimum a root's param causes a failure in few rounds);
 - mid-run shift: back within 0.03 of the round before the shift three rounds after it; bystander
@@ -45,6 +46,19 @@ def _moves_toward_optima(scenario: Scenario, tmp_path: Path) -> list[bool]:
     return out
 
 
+def _margin_while_failing(rounds: list[dict], roots: set[str]) -> float:
+    """Attribution top-1 minus most-upstream's on the same traces, over the rounds before the first in which none of
+    ``roots`` caused a failure."""
+    kept = []
+    for r in rounds:
+        if not roots & set(r["root_causes"]):
+            break
+        kept.append(r)
+    scored = sum(r["attribution_scored"] for r in kept)
+    assert scored > 0, "the roots caused failures to attribute"
+    return sum(r["attribution_scored"] * (r["attribution_top1"] - r["baseline_top1"]) for r in kept) / scored
+
+
 def _no_harmful_update(scenario: Scenario, tmp_path: Path, final: dict) -> None:
     moves = _moves_toward_optima(scenario, tmp_path)
     assert moves and all(moves), "every promoted move takes a param toward its optimum"
@@ -60,10 +74,12 @@ def _no_harmful_update(scenario: Scenario, tmp_path: Path, final: dict) -> None:
     ],
 )
 def test_a_silent_root_behind_a_relay_is_found_and_fixed(ray_module, tmp_path, scenario):
-    assert scenario.outcome_check and any(a.silent > 0.5 for a in scenario.agents)
-    final = _hub(scenario, tmp_path)["final"]
+    silent = {a.name for a in scenario.agents if a.silent > 0.5}
+    assert scenario.outcome_check and silent
+    hub = _hub(scenario, tmp_path)
+    final = hub["final"]
     assert final["attribution_top1"] >= 0.8
-    assert final["attribution_top1"] - final["baseline_top1"] >= 0.25
+    assert _margin_while_failing(hub["rounds"], silent) >= 0.25
     assert final["reduction"] >= 0.6
     _no_harmful_update(scenario, tmp_path, final)
 
