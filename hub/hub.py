@@ -58,7 +58,7 @@ class ReflectionHub:
     def __init__(
         self, store_path: str = ":memory:", config: HubConfig | dict | None = None, namespace: str = NAMESPACE
     ):
-        self.config = validate(HubConfig, config or {}, where="config")
+        self.config = validate(HubConfig, config or {}, where="config").with_files()
         self.claim = None if str(store_path) == ":memory:" else StoreClaim(store_path, _owner_note(namespace))
         self.store = Store(store_path)
         self.metrics = HubMetrics()

@@ -8,6 +8,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from rrsi.errors import SchemaError
 from rrsi.evidence import MIN_EVIDENCE, EvidenceRule
 from rrsi.schema import _Model
 
@@ -109,6 +110,15 @@ class AttributionConfig(_Model):
     reason_model: str | None = None
     review_below: float = Field(default=0.5, ge=0.0, le=1.0)
     review_margin: float = Field(default=0.1, ge=0.0, le=1.0)
+
+    def missing_file(self) -> str | None:
+        """Why a checkpoint this section names (``model``, ``text_model``, ``reason_model``) cannot be read: the
+        first that is not a file, in words naming its key; None when each is unset or a file."""
+        for key in ("model", "text_model", "reason_model"):
+            path = getattr(self, key)
+            if path is not None and not Path(path).expanduser().is_file():
+                return f"config.attribution.{key}: no file at {path!r}; name a checkpoint file or leave it unset"
+        return None
 
 
 class ReflectionConfig(_Model):
@@ -293,6 +303,18 @@ class HubConfig(_Model):
             merged = out.get(section)
             out[section] = {**(merged if isinstance(merged, dict) else {}), name: value}
         return out
+
+    def with_files(self) -> HubConfig:
+        """This config, once every checkpoint it names is a file (checked where the hub runs, before it opens its
+        store).
+
+        Raises:
+            SchemaError: a named checkpoint is missing (:meth:`AttributionConfig.missing_file` says which).
+        """
+        why = self.attribution.missing_file()
+        if why is not None:
+            raise SchemaError(why)
+        return self
 
     def replace(self, **changes) -> HubConfig:
         """A validated copy with ``changes`` (flat keys or sections) applied."""

@@ -48,6 +48,16 @@ def test_register_requires_dependencies_first(tmp_path):
     assert h.agents() == []
 
 
+@pytest.mark.parametrize("key", ["model", "text_model", "reason_model"])
+def test_a_config_naming_a_missing_checkpoint_is_refused_before_the_hub_opens_its_store(tmp_path, key):
+    store = tmp_path / "hub.sqlite"
+    with pytest.raises(SchemaError, match=rf"config\.attribution\.{key}: no file at '.*nope\.pt'"):
+        ReflectionHub(str(store), {"attribution": {key: str(tmp_path / "nope.pt")}})
+    assert not store.exists()  # nothing written, nothing claimed: the same path starts a hub once the config is fixed
+    (tmp_path / "there.pt").write_bytes(b"")  # a file is all the check asks: the model loads it at first use
+    assert ReflectionHub(str(store), {"attribution": {key: str(tmp_path / "there.pt")}}).config.attribution
+
+
 def test_bad_batch_is_refused_whole(hub):
     good = cascade(0)
     with pytest.raises(UnknownAgent, match=r"records\[2\].agent"):
