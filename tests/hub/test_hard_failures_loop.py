@@ -2,10 +2,11 @@
 (the held-out files in tests/hub/scenarios have the same keys and were never tuned on).
 
 - silent root behind a relaying agent: attribution top-1 ≥ 0.8, and ≥ 0.25 above most-upstream on
-  the same traces of the rounds before the silent root's failures stop (after, the failures left are the
-  pipeline's noise, where no root is planted to find); failure −60 % in 15 rounds; no agent but a planted root moves, and every move takes
-  its param toward its optimum (an update counted spurious, one a round its root caused no failure
-  in, is at most such a move: near the optimum a root's param causes a failure in few rounds);
+  the same traces of the rounds before the silent root's failures stop (after, the failures left are
+  the pipeline's noise, where no root is planted to find); failure −60 % in 15 rounds; no agent but a
+  planted root moves, and every move takes its param toward its optimum (an update counted spurious,
+  one a round its root caused no failure in, is at most such a move: near the optimum a root's param
+  causes a failure in few rounds);
 - mid-run shift: back within 0.03 of the round before the shift three rounds after it; bystander
   drift ≤ 0.05.
 """
