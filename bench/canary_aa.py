@@ -3,6 +3,7 @@
     python bench/canary_aa.py [--canaries 1000] [--tasks-per-pass 200] [--base 0.20] [--effect 0.05]
                               [--plans 3] [--trial-traces 400] [--trial-base 0.4] [--trial-effect 0.3]
                               [--trial-pass 20] [--replays 4000] [--shadow-effect 0.05]
+                              [--onward-ladders 2000] [--onward-steps 3]
                               [--silent-replays 2000] [--silent-defect 0.005] [--silent-effect 0.004]
                               [--silent-first 400] [--silent-per-pass 200]
 
@@ -29,6 +30,12 @@ cannot pass, at twice as many up to ``shadow_max_tasks`` (what
 (:func:`rrsi.hub.shadow.shadow_verdict`) beside the fixed-sample sign test at α at the first look
 only (one replay of ``shadow_tasks``) and applied at every look. A ladder's larger steps are
 tested only after its first passed, so its false promotions are the first's.
+
+Onward ladders (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`): ``--onward-steps`` plans, each
+replayed (its own draws, the incumbent run again) and tested by the sequential sign test at α / ``--onward-steps``;
+a ladder promotes if any of its plans passes. A/A (every candidate fails as often as the incumbent) gives the
+false promotions of a ladder, A/B (each candidate ``--shadow-effect`` less) its power; beside them each plan at
+the full α on the same draws.
 
 Plans on silent evidence: no step fails either way; a silent defect on ``--silent-defect`` of tasks
 (the candidate's: that less ``--silent-effect`` in A/B) shows only in the step's confidence. Each plan
@@ -126,6 +133,18 @@ def run_replay(rng: np.random.Generator, p_inc: float, p_cand: float, cfg: Valid
     return one_look, fixed, shadow_verdict(pairs(n), cfg)[0] == "promote"
 
 
+def onward_rates(rng, n: int, p_inc: float, p_cand: float, cfg: ValidationConfig, steps: int) -> tuple[float, float]:
+    """Of ``n`` onward ladders of ``steps`` plans, each replayed with its own draws: the share in which any plan was
+    promoted by the sequential sign test at α / ``steps`` (the hub's), and at the full α (on the same draws)."""
+    strict = cfg.model_copy(update={"canary_alpha": cfg.canary_alpha / steps})
+    hub = full = 0
+    for _ in range(n):
+        seeds = rng.integers(2**32, size=steps)
+        hub += any(run_replay(np.random.default_rng(s), p_inc, p_cand, strict)[2] for s in seeds)
+        full += any(run_replay(np.random.default_rng(s), p_inc, p_cand, cfg)[2] for s in seeds)
+    return hub / n, full / n
+
+
 def replay_rates(rng, n: int, p_inc: float, p_cand: float, cfg: ValidationConfig) -> tuple[float, float, float]:
     runs = [run_replay(rng, p_inc, p_cand, cfg) for _ in range(n)]
     return tuple(sum(r[k] for r in runs) / n for k in range(3))
@@ -145,7 +164,7 @@ class _Held:
     def __init__(self, inc: np.ndarray, cand: np.ndarray, held: int):
         self.inc, self.cand, self.held = inc, cand, held
 
-    def shadow_replay(self, plan, n, skip=()):
+    def shadow_replay(self, plan, n, skip=(), rerun=False):
         lo = max(0, self.held - n)
         pairs = zip(self.inc[lo : self.held], self.cand[lo : self.held])
         return [ReplayPair(False, False, 0.3 if i else 0.9, 0.3 if c else 0.9) for i, c in pairs]
@@ -225,6 +244,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--replays", type=int, default=4000)
     ap.add_argument("--shadow-effect", type=float, default=0.05)
+    ap.add_argument("--onward-ladders", type=int, default=2000)
+    ap.add_argument("--onward-steps", type=int, default=3, help="plans in an onward ladder (update.step_ladder)")
     ap.add_argument("--silent-replays", type=int, default=2000)
     ap.add_argument("--silent-defect", type=float, default=0.005)
     ap.add_argument("--silent-effect", type=float, default=0.004)
@@ -264,7 +285,18 @@ def main() -> None:
     print(f"{'fixed sign test, first look only':<34}{saa[0]:>24.4f}{sab[0]:>14.3f}")
     print(f"{'fixed sign test, every look':<34}{saa[1]:>24.4f}{sab[1]:>14.3f}")
     print(f"{'hub: sequential sign test':<34}{saa[2]:>24.4f}{sab[2]:>14.3f}")
+    print_onward(rng, args, cfg)
     print_silent(rng, args)
+
+
+def print_onward(rng, args, cfg: ValidationConfig) -> None:
+    m = args.onward_steps
+    oaa = onward_rates(rng, args.onward_ladders, args.base, args.base, cfg, m)
+    oab = onward_rates(rng, args.onward_ladders, args.base, args.base - args.shadow_effect, cfg, m)
+    print(f"\n{args.onward_ladders} onward ladders of {m} plans per arm (any promoted), effect {args.shadow_effect}")
+    print(f"{'test':<34}{'false promotions (A/A)':>24}{'power (A/B)':>14}")
+    print(f"{'each plan at the full alpha':<34}{oaa[1]:>24.4f}{oab[1]:>14.3f}")
+    print(f"{'hub: each at alpha / ' + str(m):<34}{oaa[0]:>24.4f}{oab[0]:>14.3f}")
 
 
 if __name__ == "__main__":
