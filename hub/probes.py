@@ -91,7 +91,8 @@ def _opaque_counts(
     rule, validated = config.evidence, config.validation.mode != "none"
     out = {}
     for p, n in named.items():
-        said, reading = votes.get(p, Counter()), param_reading(votes.get(p, Counter()), n, rule)
+        said = votes.get(p, Counter())
+        reading = param_reading(said, n, rule)
         both_ways = reading == "few" and n >= rule.min_evidence and sum(1 for v in said.values() if v) > 1
         if reading == "opaque" or (validated and (reading == "mixed" or both_ways)):
             out[p] = n
@@ -250,8 +251,8 @@ class Prober:
         if eligible is None:
             return None
         rungs = ladder(steps, 0.0, self.config.update, self.config.validation.mode == "shadow", least=False)
-        flags = {"kind": "probe", "probe_sign": 1 if sign > 0 else -1, "silent_share": silent, "reason": why}
-        flags["gates"] = decisions
+        sign_of = 1 if sign > 0 else -1
+        flags = {"kind": "probe", "probe_sign": sign_of, "silent_share": silent, "reason": why, "gates": decisions}
         plans = self._plans(eligible, rungs, flags, suffix)
         if not plans:
             return None
