@@ -196,10 +196,10 @@ class PlanLifecycle:
     def shadow_pairs(self, plan: UpdatePlan, n: int, rerun: bool = False) -> list[ReplayPair]:
         """``plan`` replayed in shadow on up to ``n`` recent tasks of each of its agents, less the tasks in a
         slot a plan in canary holds: another plan's candidate may have served them upstream. Without ``rerun``
-        the tasks the current params served, with their recorded outcomes; with it any recent task, the current
-        params run again beside the plan's."""
+        (or ``validation.shadow_rerun``) the tasks the current params served, with their recorded outcomes; with
+        it any recent task, the current params run again beside the plan's."""
         held = [(p.canary_slot.lo, p.canary_slot.hi) for p in self.store.plans("canary") if p.canary_slot is not None]
-        return self.harnesses.shadow_replay(plan, n, held, rerun)
+        return self.harnesses.shadow_replay(plan, n, held, rerun or self.config.validation.shadow_rerun)
 
     def _serve(self, plan: UpdatePlan) -> UpdatePlan:
         """Serve the candidate of a plan in canary on its slot of the task-hash space, taking a free one first

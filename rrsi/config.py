@@ -226,7 +226,10 @@ class ValidationConfig(_Model):
     The canary's test is sequential (an always-valid mSPRT p-value with mixing standard deviation
     ``canary_mixing_sd``, :mod:`rrsi.hub.canary`), so looking at every pass keeps its
     false-promotion rate at ``canary_alpha``. A shadow replay that cannot yet tell replays more of the
-    latest tasks, up to ``shadow_max_tasks``, under a sequential sign test (:mod:`rrsi.hub.shadow`)."""
+    latest tasks, up to ``shadow_max_tasks``, under a sequential sign test (:mod:`rrsi.hub.shadow`). With
+    ``shadow_rerun`` a replay runs the current params again beside the candidate on every task the harness
+    holds, whichever params served it, so a plan right after a promotion is judged on the tasks held (twice the
+    executor calls; without it, only on the tasks the current params served, with their recorded outcomes)."""
 
     mode: Literal["canary", "shadow", "none"] = "canary"
     canary_share: float = Field(default=0.2, gt=0.0, le=1.0)
@@ -239,6 +242,7 @@ class ValidationConfig(_Model):
     canary_stall_s: float = Field(default=120.0, gt=0.0)
     shadow_tasks: int = Field(default=200, ge=1)
     shadow_max_tasks: int = Field(default=3000, ge=1)
+    shadow_rerun: bool = True
 
     @model_validator(mode="after")
     def _samples(self) -> ValidationConfig:

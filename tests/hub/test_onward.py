@@ -69,8 +69,8 @@ def onward(promoted: UpdatePlan, k: int) -> list[UpdatePlan]:
     return ladder(promoted.updates[0].theta_new["x"], f"plan-1-onward-{k}")
 
 
-def lifecycle(tmp_path, replays, onward_steps: int = 3) -> PlanLifecycle:
-    config = HubConfig(validation="shadow", update={"onward_steps": onward_steps})
+def lifecycle(tmp_path, replays, onward_steps: int = 3, rerun: bool = False) -> PlanLifecycle:
+    config = HubConfig(validation={"mode": "shadow", "shadow_rerun": rerun}, update={"onward_steps": onward_steps})
     return PlanLifecycle(Store(str(tmp_path / "hub.sqlite")), config, None, Directory(), replays, HubMetrics())
 
 
@@ -148,3 +148,10 @@ def test_on_silent_evidence_an_onward_plan_that_cannot_pass_is_rolled_back_not_l
         ("rolled_back", 0.9),  # as far past the optimum as 0.6 is short of it: no gain, and no wait for tasks
     ]
     assert replays.x == 0.6
+
+
+def test_with_shadow_rerun_every_replay_runs_the_incumbent_again(tmp_path):
+    assert HubConfig().validation.shadow_rerun
+    replays = Replays(optimum=0.2)
+    assert lifecycle(tmp_path, replays, rerun=True).validate_ladder(ladder(0.0)).state == "promoted"
+    assert replays.asked and all(rerun for *_, rerun in replays.asked)
