@@ -35,7 +35,7 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.drift_watch import WideSteps
 from rrsi.hub.gating import Gate
 from rrsi.hub.incidents import make_incident
-from rrsi.hub.joint_update import Planned, solve_update
+from rrsi.hub.joint_update import Planned, ladder_plans, solve_update
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.lm.reason_writer import ReasonWriter, default_reason_writer, worded_findings
 from rrsi.hub.metrics import HubMetrics
@@ -291,7 +291,7 @@ class IncidentPipeline:
         rungs = ladder(steps, self._step(acting, current, share), self.config.update, shadow)
         candidates, stuck = self._rungs(eligible, current, rungs)
         if not candidates:
-            return stuck or []
+            return stuck
         flags = {"gates": [d for d in decisions if d.eligible], "silent_share": share}
         candidates = [p.model_copy(update=flags) for p in candidates]
         self.store.put_plan(candidates[0])
@@ -304,18 +304,12 @@ class IncidentPipeline:
         for plan in self.lifecycle.validate_onward(candidates, onward):
             self.wide.settled(plan)
             record(report, self.metrics, plan)
-        return stuck or []
+        return stuck
 
-    def _rungs(self, joint: JointReflection, current, rungs: list[Steps]) -> tuple[list[UpdatePlan], list | None]:
-        """The distinct plans of ``joint`` at each of ``rungs`` from ``current``, and the params the first solve
-        could not move."""
-        candidates, stuck = [], None
-        for rung in rungs:
-            plan, held = self._solve(joint, current, rung)
-            stuck = held if stuck is None else stuck
-            if plan is not None and all(plan.updates != c.updates for c in candidates):
-                candidates.append(plan)
-        return candidates, stuck
+    def _rungs(self, joint: JointReflection, current, rungs: list[Steps]) -> tuple[list[UpdatePlan], list]:
+        """:func:`~rrsi.hub.joint_update.ladder_plans` over this hub's agents."""
+        specs, graph = self.directory.specs, self.directory.graph
+        return ladder_plans(joint, specs, current, self.config.update, graph, rungs)
 
     def _step(self, agents: set[str], current, silent: float) -> float:
         """The least step of an action without a value: wider for a re-opened agent (:class:`WideSteps`) and,

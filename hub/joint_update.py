@@ -23,7 +23,7 @@ plan's ``held`` with the reason (:func:`solve_update` returns them even when not
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -34,7 +34,7 @@ from rrsi.graph.dependency import DependencyGraph
 from rrsi.hub.solver import QuadraticProblem, solve
 from rrsi.schema import AgentSpec, AgentUpdate, HeldParam, JointReflection, UpdatePlan
 
-__all__ = ["Planned", "confidence_multiplier", "effective_lambda", "plan_update", "solve_update"]
+__all__ = ["Planned", "confidence_multiplier", "effective_lambda", "ladder_plans", "plan_update", "solve_update"]
 
 Current = dict[str, tuple[int, dict[str, float]]]
 
@@ -89,6 +89,26 @@ def plan_update(
 ) -> UpdatePlan | None:
     """One plan (state ``proposed``) for every agent the joint solve moves; None if nothing moves."""
     return solve_update(joint, specs, current, config, graph, steps).plan
+
+
+def ladder_plans(
+    joint: JointReflection,
+    specs: dict[str, AgentSpec],
+    current: Current,
+    config: UpdateConfig,
+    graph: DependencyGraph | None,
+    rungs: Sequence[Mapping[tuple[str, str], float]],
+) -> tuple[list[UpdatePlan], list[HeldParam]]:
+    """The distinct plans of ``joint`` at each of ``rungs`` (a ladder of step sizes) from ``current``, smallest
+    rung first, and the targeted params the first rung's solve leaves in place."""
+    plans: list[UpdatePlan] = []
+    held: list[HeldParam] | None = None
+    for rung in rungs:
+        planned = solve_update(joint, specs, current, config, graph, rung)
+        held = planned.held if held is None else held
+        if planned.plan is not None and all(planned.plan.updates != p.updates for p in plans):
+            plans.append(planned.plan)
+    return plans, held or []
 
 
 def solve_update(

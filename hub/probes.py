@@ -45,7 +45,7 @@ from rrsi.error_codes import ErrorCodeRegistry
 from rrsi.evidence import named_params, param_reading, symptom_votes
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
-from rrsi.hub.joint_update import plan_update
+from rrsi.hub.joint_update import ladder_plans
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.probe_order import ProbeOrder
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
@@ -270,12 +270,8 @@ class Prober:
         """The distinct plans of ``eligible`` at each of ``rungs`` from the current params, under one id (the
         solve's, with ``suffix``) and ``flags``."""
         current = {a: self.directory.current_params(a) for a in self.directory.specs}
-        specs, graph, config = self.directory.specs, self.directory.graph, self.config.update
-        plans: list[UpdatePlan] = []
-        for rung in rungs:
-            plan = plan_update(eligible, specs, current, config, graph, rung)
-            if plan is not None and all(plan.updates != p.updates for p in plans):
-                plans.append(plan)
+        specs, graph = self.directory.specs, self.directory.graph
+        plans = ladder_plans(eligible, specs, current, self.config.update, graph, rungs)[0]
         return [p.model_copy(update={"plan_id": plans[0].plan_id + suffix, **flags}) for p in plans]
 
     @staticmethod
