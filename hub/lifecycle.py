@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 
 from rrsi.canary_slots import CanarySlot, free_slot
-from rrsi.config import HubConfig
+from rrsi.config import HubConfig, ValidationConfig
 from rrsi.errors import SchemaError, UnknownPlan
 from rrsi.hub.canary import canary_verdict
 from rrsi.hub.canary_stall import unstall
@@ -85,31 +85,39 @@ class PlanLifecycle:
         return self._judge(plan, self.replay(plan))
 
     def _judge(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
-        """Decide a replayed plan, or let one on silent evidence wait while its replay cannot tell yet."""
-        if plan.silent_share >= SILENT_SHARE and not shadow_settled(pairs, self.config.validation, silent=True):
-            # its agents' evidence is silent (their own steps hardly fail visibly, with either params): a replay of
-            # more tasks may still tell; where none can, only the traces it serves can judge it
+        """Decide a replayed plan, or let one on silent evidence, or of an onward ladder, wait while its replay
+        cannot tell yet."""
+        silent, onward = plan.silent_share >= SILENT_SHARE, plan.onward_alpha is not None
+        if (silent or onward) and not shadow_settled(pairs, self._validation(plan), silent and not onward):
+            # a silent plan's agents hardly fail visibly, with either params: a replay of more tasks may still tell,
+            # and where none can, only the traces it serves can judge it; an onward plan that leans better waits
+            # (its gain is what the step before it left, often a few tasks in a thousand), a blind one does not
             return self._await_tasks(plan, pairs)
         return self._settle(plan, pairs)
 
+    def _validation(self, plan: UpdatePlan) -> ValidationConfig:
+        """The validation settings ``plan`` is judged under: an onward plan's share of α."""
+        config = self.config.validation
+        return config if plan.onward_alpha is None else config.model_copy(update={"canary_alpha": plan.onward_alpha})
+
     def _settle(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
         self._replayed.pop(plan.plan_id, None)
-        decision, verdict = shadow_verdict(pairs, self.config.validation)
+        decision, verdict = shadow_verdict(pairs, self._validation(plan))
         plan = plan.model_copy(update={"canary": verdict})
         return self.promote(plan) if decision == "promote" else self.rollback(plan)
 
     def _await_tasks(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
-        """A plan on silent evidence whose replay cannot decide yet (blind, or leaning better short of the test's
-        boundary) on the tasks the harnesses hold waits in canary, serving nothing, to be replayed again on the
-        tasks that arrive (:meth:`review_canaries`), under the same sequential test. Once the replay covers
-        ``shadow_max_tasks`` tasks, or no task arrived for ``canary_stall_s`` seconds, a blind plan serves live
-        traffic and any other is decided by its replay."""
-        config, now = self.config.validation, time.time()
+        """A plan on silent evidence or of an onward ladder whose replay cannot decide yet (blind, or leaning
+        better short of the test's boundary) on the tasks the harnesses hold waits in canary, serving nothing, to
+        be replayed again on the tasks that arrive (:meth:`review_canaries`), under the same sequential test.
+        Once the replay covers ``shadow_max_tasks`` tasks, or no task arrived for ``canary_stall_s`` seconds, a
+        blind first plan serves live traffic and any other is decided by its replay."""
+        config, now = self._validation(plan), time.time()
         seen, since = self._replayed.get(plan.plan_id, (-1, now))
         if len(pairs) > seen:
             self._replayed[plan.plan_id] = seen, since = len(pairs), now
         if len(pairs) >= config.shadow_max_tasks or now - since >= config.canary_stall_s:
-            if not shadow_blind(pairs, config):
+            if not shadow_blind(pairs, config) or plan.onward_alpha is not None:
                 return self._settle(plan, pairs)
             self._replayed.pop(plan.plan_id, None)
             return self._serve(plan)
@@ -123,7 +131,7 @@ class PlanLifecycle:
         """The plan replayed in shadow on the latest ``shadow_tasks`` tasks, then on twice as many while it leans
         better but the sequential test cannot yet tell, up to ``shadow_max_tasks`` (:mod:`rrsi.hub.shadow`);
         ``rerun``: see :meth:`shadow_pairs`."""
-        config = self.config.validation
+        config = self._validation(plan)
         n = config.shadow_tasks
         pairs = self.shadow_pairs(plan, n, rerun)
         silent = plan.silent_share >= SILENT_SHARE
@@ -144,30 +152,33 @@ class PlanLifecycle:
         chance that any plan no better than the incumbent passes stays at most α. Of those that
         passed, the one with the largest gain b − c is promoted under the first plan's id; when the
         first fails it is rolled back, as a single plan would be. An ``onward`` ladder (:meth:`validate_onward`)
-        tests every plan at α / len(plans) instead (Bonferroni), the incumbent run again beside each, and
-        rolls back the one with the largest gain when none passes (on silent evidence too: the step before it
-        stands, so an onward plan never waits for tasks). A canary (one candidate on live traffic) and a plan on
+        tests every plan at α / len(plans) instead (Bonferroni), the incumbent run again beside each; when none
+        passes, the one with the largest gain waits for tasks if it leans better (:meth:`_await_tasks`, still at
+        α / len(plans): whichever plan goes on, each plan's sequential test holds its share) and is rolled back
+        otherwise. A canary (one candidate on live traffic) and a plan on
         silent evidence take the first plan."""
         first = plans[0]
         if self.config.validation.mode != "shadow":
             return self.validate(first)
         if not onward and (len(plans) == 1 or first.silent_share >= SILENT_SHARE):
             return self.validate(first)
-        config = self.config.validation
         if onward:
-            config = config.model_copy(update={"canary_alpha": config.canary_alpha / len(plans)})
+            alpha = self.config.validation.canary_alpha / len(plans)
+            plans = [p.model_copy(update={"onward_alpha": alpha}) for p in plans]
         tried = []
         for plan in plans:
             pairs = self.replay(plan, rerun=onward)
-            decision, verdict = shadow_verdict(pairs, config)
+            decision, verdict = shadow_verdict(pairs, self._validation(plan))
             b, c = compare(pairs)
-            tried.append((decision == "promote", (b - c) / max(len(pairs), 1), plan, verdict))
+            tried.append((decision == "promote", (b - c) / max(len(pairs), 1), plan, verdict, pairs))
             if decision != "promote" and not onward:
                 break
         passed = [t for t in tried if t[0]] or (tried if onward else tried[:1])
-        ok, _, best, verdict = max(passed, key=lambda t: t[1])
-        best = self._start_canary(best.model_copy(update={"plan_id": first.plan_id}))
-        return (self.promote if ok else self.rollback)(best.model_copy(update={"canary": verdict}))
+        ok, _, best, verdict, pairs = max(passed, key=lambda t: t[1])
+        best = self._start_canary(best.model_copy(update={"plan_id": first.plan_id, "canary": verdict}))
+        if onward and not ok:
+            return self._judge(best, pairs)
+        return (self.promote if ok else self.rollback)(best)
 
     def validate_onward(
         self, plans: list[UpdatePlan], onward: Callable[[UpdatePlan, int], list[UpdatePlan]]

@@ -350,7 +350,8 @@ class UpdatePlan(_Model):
     (from ½ on, validation judges it by the traces it serves). ``objective``: the joint update's terms; ``held``:
     params asked to move that it leaves, with reasons. ``canary_slot``: its candidate's tasks (rrsi.canary_slots).
     ``reason``: why this param, where the hub chose among several (a probe steered by a text incident's finding).
-    ``lost_to``: a probe rolled back unvalidated because the other direction's replay did better: that plan's id."""
+    ``lost_to``: a probe rolled back unvalidated because the other direction's replay did better: that plan's id.
+    ``onward_alpha``: set on a plan of an onward ladder, the α its replay is tested at (its share of validation α)."""
 
     plan_id: str = Field(min_length=1)
     incident_id: str = Field(min_length=1)
@@ -360,6 +361,7 @@ class UpdatePlan(_Model):
     probe_sign: Literal[1, -1] | None = None
     lost_to: str | None = None
     silent_share: float = Field(default=0.0, ge=0.0, le=1.0)
+    onward_alpha: float | None = Field(default=None, gt=0.0, lt=1.0)
     objective: dict[str, float] = Field(default_factory=dict)
     active_constraints: list[str] = Field(default_factory=list)
     held: list[HeldParam] = Field(default_factory=list)

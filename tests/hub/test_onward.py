@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rrsi.config import HubConfig
 from rrsi.hub.hub import ReflectionHub
-from rrsi.hub.lifecycle import PlanLifecycle
+from rrsi.hub.lifecycle import PlanLifecycle, awaiting_tasks
 from rrsi.hub.metrics import HubMetrics
 from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
 from rrsi.store import Store
@@ -102,16 +102,36 @@ def test_onward_steps_bound_the_ladders(tmp_path):
 def test_each_step_of_an_onward_ladder_is_tested_at_alpha_over_its_steps(tmp_path):
     # 7 of 200 tasks fixed and none broken: enough at alpha 0.05, not at 0.05 / 3 (the sequential sign test)
     replays = Replays(optimum=0.3675, held=200)
-    settled = lifecycle(tmp_path, replays).validate_onward(ladder(0.0), onward)
+    life = lifecycle(tmp_path, replays)
+    settled = life.validate_onward(ladder(0.0), onward)
     assert [(p.plan_id, p.state, p.updates[0].theta_new["x"]) for p in settled] == [
         ("plan-1", "promoted", 0.3),
-        ("plan-1-onward-1", "rolled_back", 0.4),  # of the three, the one with the largest gain
+        ("plan-1-onward-1", "canary", 0.4),  # of the three, the one with the largest gain: it waits for tasks
     ]
-    assert "7 fixed, 0 broken" in settled[1].canary.reason
-    assert replays.x == 0.3
+    waiting = settled[1]
+    assert awaiting_tasks(waiting) and waiting.canary_slot is None
+    assert waiting.onward_alpha == HubConfig().validation.canary_alpha / 3
+    assert "7 fixed, 0 broken" in waiting.canary.reason and replays.x == 0.3
+    assert life.review_canaries() == [] and replays.x == 0.3  # no task arrived: it still cannot tell
+    replays.held = 400  # 14 of 400 fixed, none broken: past the boundary at 0.05 / 3
+    assert [(p.plan_id, p.state) for p in life.review_canaries()] == [("plan-1-onward-1", "promoted")]
+    assert replays.x == 0.4
     alone = lifecycle(tmp_path / "alone", Replays(optimum=0.3675, held=200))
     alone.harnesses.x = 0.3
     assert alone.validate_ladder(ladder(0.3, steps=(0.1,)), onward=True).state == "promoted"
+
+
+def test_an_onward_plan_that_leans_better_but_cannot_pass_on_the_most_tasks_is_rolled_back(tmp_path):
+    class OneFixed(Replays):
+        def shadow_replay(self, plan, n, skip=(), rerun=False):
+            pairs = super().shadow_replay(plan, n, skip, rerun)
+            return [ReplayPair(True, False)] + pairs[1:] if plan.updates[0].theta_new["x"] == 0.4 else pairs
+
+    replays = OneFixed(optimum=0.35, held=5000)  # from 0.3, the step to 0.4 fixes 1 task however many are replayed
+    settled = lifecycle(tmp_path, replays).validate_onward(ladder(0.0), onward)
+    assert [(p.state, p.updates[0].theta_new["x"]) for p in settled] == [("promoted", 0.3), ("rolled_back", 0.4)]
+    assert "3000 tasks: 1 fixed, 0 broken" in settled[1].canary.reason and settled[1].canary_slot is None
+    assert replays.x == 0.3
 
 
 def test_a_probe_whose_largest_step_wins_goes_onward(tmp_path):
