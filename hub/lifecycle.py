@@ -3,7 +3,8 @@
 ``proposed → canary → promoted | rolled_back`` for a plan the gate let through, ``blocked →
 proposed → …`` for one a human approved, ``canary → parked`` for a canary whose candidate got
 no traffic (:mod:`rrsi.hub.canary_stall`). A plan on silent evidence that shadow replay cannot judge
-yet on the tasks the harnesses hold waits in canary, serving nothing, for more (:mod:`rrsi.hub.shadow`).
+yet on the tasks the harnesses hold, or a plan of an onward ladder that leans better short of its share of α,
+waits in canary, serving nothing, for more (:mod:`rrsi.hub.shadow`).
 Any other plan in canary serves its candidate on a slot of the task-hash space no other plan holds
 (:mod:`rrsi.canary_slots`; with none free it waits in canary, serving nothing, until one frees) and is
 judged on its own traffic (:mod:`rrsi.hub.canary_traffic`).

@@ -345,13 +345,11 @@ PLAN_TRANSITIONS: dict[str, frozenset[str]] = {
 class UpdatePlan(_Model):
     """θ_old → θ_new for the agents of one incident, with the objective's terms and the gates.
 
-    ``kind``: an ``update`` follows a reflection; a ``probe`` tries one direction (``probe_sign`` +1 up, −1 down)
-    of a param whose symptoms say no way. ``silent_share``: its agents' share of blamed records with no error code
-    (from ½ on, validation judges it by the traces it serves). ``objective``: the joint update's terms; ``held``:
-    params asked to move that it leaves, with reasons. ``canary_slot``: its candidate's tasks (rrsi.canary_slots).
-    ``reason``: why this param, where the hub chose among several (a probe steered by a text incident's finding).
-    ``lost_to``: a probe rolled back unvalidated because the other direction's replay did better: that plan's id.
-    ``onward_alpha``: set on a plan of an onward ladder, the α its replay is tested at (its share of validation α)."""
+    ``kind``: an ``update`` follows a reflection; a ``probe`` tries one way (``probe_sign`` +1 up, −1 down) of a
+    param whose symptoms say no way; ``lost_to``: the other way's probe, whose replay did better. ``silent_share``: its
+    agents' share of blamed records with no error code (from ½ on, validation judges it by the traces it serves).
+    ``objective``: the joint update's terms; ``held``: params asked to move that it leaves, and why; ``reason``: why
+    this param, where the hub chose; ``canary_slot``: its candidate's tasks; ``onward_alpha``: an onward plan's α."""
 
     plan_id: str = Field(min_length=1)
     incident_id: str = Field(min_length=1)
