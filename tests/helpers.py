@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from rrsi.scenario import Scenario
 from rrsi.schema import StepRecord, Summary
+from rrsi.store import Store
 
 
 def step(
@@ -71,3 +75,18 @@ ROOT_UP_REFLECTIONS = [
         "action": ("strict", "increase"),
     },
 ]
+
+
+def moves_toward_optima(scenario: Scenario, workdir: Path) -> list[bool]:
+    """Per param a promoted plan moved: whether it went toward its optimum (the hub store of the run in ``workdir``)."""
+    store = Store(str(next(workdir.rglob("*hub*.sqlite"))))
+    out = []
+    for plan in store.plans("promoted"):
+        for u in plan.updates:
+            optima = scenario.optima(u.agent, scenario.rounds)
+            out += [
+                abs(new - optima[p]) < abs(u.theta_old[p] - optima[p])
+                for p, new in u.theta_new.items()
+                if new != u.theta_old[p]
+            ]
+    return out

@@ -21,6 +21,7 @@ from rrsi.config import HubConfig
 from rrsi.lab.demo import run_demo
 from rrsi.scenario import Scenario, bundled_scenario, load_scenario
 from rrsi.store import Store
+from tests.helpers import moves_toward_optima
 
 HELD_OUT = Path(__file__).parent / "scenarios"
 # a plan shadow replay cannot judge is tried on live traffic: half of it, so that 200-task rounds decide
@@ -30,21 +31,6 @@ DEFAULTS = HubConfig(validation="shadow", reflector="rule", retrain=False)  # th
 
 def _hub(scenario: Scenario, tmp_path: Path) -> dict:
     return run_demo(scenario, ["hub"], scenario.rounds, 0, tmp_path, CONFIG)["modes"]["hub"]
-
-
-def _moves_toward_optima(scenario: Scenario, tmp_path: Path) -> list[bool]:
-    """Per param a promoted plan moved: whether it went toward its optimum (the store of the run in ``tmp_path``)."""
-    store = Store(str(next(tmp_path.rglob("*.sqlite"))))
-    out = []
-    for plan in store.plans("promoted"):
-        for u in plan.updates:
-            optima = scenario.optima(u.agent, scenario.rounds)
-            out += [
-                abs(new - optima[p]) < abs(u.theta_old[p] - optima[p])
-                for p, new in u.theta_new.items()
-                if new != u.theta_old[p]
-            ]
-    return out
 
 
 def _margin_while_failing(rounds: list[dict], roots: set[str]) -> float:
@@ -61,7 +47,7 @@ def _margin_while_failing(rounds: list[dict], roots: set[str]) -> float:
 
 
 def _no_harmful_update(scenario: Scenario, tmp_path: Path, final: dict) -> None:
-    moves = _moves_toward_optima(scenario, tmp_path)
+    moves = moves_toward_optima(scenario, tmp_path)
     assert moves and all(moves), "every promoted move takes a param toward its optimum"
     assert final["max_drift_non_root"] == 0.0, "no agent that was never a root moves"
 
