@@ -156,8 +156,7 @@ class PlanLifecycle:
         tests every plan at α / len(plans) instead (Bonferroni), the incumbent run again beside each; when none
         passes, the one with the largest gain waits for tasks if it leans better (:meth:`_await_tasks`, still at
         α / len(plans): whichever plan goes on, each plan's sequential test holds its share) and is rolled back
-        otherwise. A canary (one candidate on live traffic) and a plan on
-        silent evidence take the first plan."""
+        otherwise. A canary (one candidate on live traffic) and a plan on silent evidence take the first plan."""
         first = plans[0]
         if self.config.validation.mode != "shadow":
             return self.validate(first)
