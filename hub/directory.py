@@ -106,6 +106,10 @@ class AgentDirectory:
         latest = self.store.latest_promoted(agent)
         return (latest[0], latest[1]) if latest else (0, spec.init_values())
 
+    def all_current_params(self) -> dict[str, tuple[int, dict[str, float]]]:
+        """:meth:`current_params` of every registered agent."""
+        return {a: self.current_params(a) for a in self.specs}
+
     def error_types(self) -> dict[str, str]:
         """Error code → error type of every registered code."""
         return self._error_types

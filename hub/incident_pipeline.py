@@ -262,7 +262,7 @@ class IncidentPipeline:
     ) -> tuple[bool, list[HeldParam]]:
         """A blocked plan for what the gate held and a validated plan for what it let through; whether any was
         made, and the params acted on that none moves (held by the gate, or by the solve)."""
-        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        current = self.directory.all_current_params()
         planned = len(report.plans)
         stuck = [
             HeldParam(agent=d.agent, param=d.param, reason=f"risk tier {d.risk}: {d.reason}")
@@ -297,7 +297,7 @@ class IncidentPipeline:
         self.store.put_plan(candidates[0])
 
         def onward(_: UpdatePlan, k: int) -> list[UpdatePlan]:
-            now = {a: self.directory.current_params(a) for a in self.directory.specs}
+            now = self.directory.all_current_params()
             more = self._rungs(eligible, now, rungs)[0]
             return [p.model_copy(update={**flags, "plan_id": f"{candidates[0].plan_id}-onward-{k}"}) for p in more]
 

@@ -12,7 +12,7 @@ needs more is not tried: the incident lists it as held, with the gate's reason) 
 reflections, ``increase`` and
 ``decrease``, each at confidence ½ (no direction is known, so λ is raised ×4 as for any
 low-confidence update), and one plan per direction from the same joint solve
-(:func:`~rrsi.hub.joint_update.plan_update`: the trust region, the L2 regularizer and the gate apply
+(:func:`~rrsi.hub.joint_update.ladder_plans`: the trust region, the L2 regularizer and the gate apply
 as to any update). Both are replayed in shadow on the same recent tasks; the direction with the
 larger gain goes on to the configured validation (its promotion test against the incumbent decides;
 in shadow replay at its sized step and then, on the same tasks, that step times each further factor
@@ -269,7 +269,7 @@ class Prober:
     def _plans(self, eligible: JointReflection, rungs: list[Steps], flags: dict, suffix: str) -> list[UpdatePlan]:
         """The distinct plans of ``eligible`` at each of ``rungs`` from the current params, under one id (the
         solve's, with ``suffix``) and ``flags``."""
-        current = {a: self.directory.current_params(a) for a in self.directory.specs}
+        current = self.directory.all_current_params()
         specs, graph = self.directory.specs, self.directory.graph
         plans = ladder_plans(eligible, specs, current, self.config.update, graph, rungs)[0]
         return [p.model_copy(update={"plan_id": plans[0].plan_id + suffix, **flags}) for p in plans]
