@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rrsi.scenario import Scenario
-from rrsi.schema import StepRecord, Summary
+from rrsi.schema import AgentSpec, ReplayPair, StepRecord, Summary
 from rrsi.store import Store
 
 
@@ -90,3 +90,32 @@ def moves_toward_optima(scenario: Scenario, workdir: Path) -> list[bool]:
                 if new != u.theta_old[p]
             ]
     return out
+
+
+class OneAgentDirectory:
+    """The agent directory of a hub that holds ``spec`` alone, at its initial params (version 0)."""
+
+    def __init__(self, spec: AgentSpec) -> None:
+        self.spec, self.specs = spec, {spec.name: spec}
+
+    def current_params(self, agent: str):
+        return 0, self.spec.init_values()
+
+
+class StillHarnesses:
+    """Harnesses for lifecycle tests: installing and reconciling params changes nothing; subclasses replay."""
+
+    def install(self, plan) -> None:
+        pass
+
+    def reconcile(self, targets) -> None:
+        pass
+
+
+def replay_pairs(fixed: int, broken: int, n: int) -> list[ReplayPair]:
+    """``n`` replay pairs: ``fixed`` the candidate fixes, ``broken`` it breaks, the rest failing neither way."""
+    return (
+        [ReplayPair(True, False)] * fixed
+        + [ReplayPair(False, True)] * broken
+        + [ReplayPair(False, False)] * (n - fixed - broken)
+    )

@@ -8,19 +8,13 @@ from rrsi.hub.lifecycle import PlanLifecycle, awaiting_tasks
 from rrsi.hub.metrics import HubMetrics
 from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
 from rrsi.store import Store
-from tests.helpers import UP, step
+from tests.helpers import UP, OneAgentDirectory, StillHarnesses, replay_pairs, step
 
 SPEC = AgentSpec(name="a", params=[{"name": "x", "low": 0.0, "high": 1.0, "init": 0.0}])
+DIRECTORY = OneAgentDirectory(SPEC)
 
 
-class Directory:
-    specs = {"a": SPEC}
-
-    def current_params(self, agent):
-        return 0, SPEC.init_values()
-
-
-class Replays:
+class Replays(StillHarnesses):
     """A harness holding ``held`` recent tasks, whose params at x fail ``100 * |x - optimum|`` of every 100 of them;
     ``rerun`` replays run the incumbent (the last installed x) again beside the candidate."""
 
@@ -31,18 +25,10 @@ class Replays:
         x, n = plan.updates[0].theta_new[self.param], min(n, self.held)
         self.asked.append((round(x, 3), n, rerun))
         gain = round((abs(self.x - self.optimum) - abs(x - self.optimum)) * n)
-        fixed, broken = max(gain, 0), max(-gain, 0)
-        return (
-            [ReplayPair(True, False)] * fixed
-            + [ReplayPair(False, True)] * broken
-            + [ReplayPair(False, False)] * (n - fixed - broken)
-        )
+        return replay_pairs(max(gain, 0), max(-gain, 0), n)
 
     def install(self, plan):
         self.x = plan.updates[0].theta_new[self.param]
-
-    def reconcile(self, targets):
-        pass
 
 
 def ladder(start: float, plan_id: str = "plan-1", steps=(0.1, 0.2, 0.3)) -> list[UpdatePlan]:
@@ -71,7 +57,7 @@ def onward(promoted: UpdatePlan, k: int) -> list[UpdatePlan]:
 
 def lifecycle(tmp_path, replays, onward_steps: int = 3, rerun: bool = False) -> PlanLifecycle:
     config = HubConfig(validation={"mode": "shadow", "shadow_rerun": rerun}, update={"onward_steps": onward_steps})
-    return PlanLifecycle(Store(str(tmp_path / "hub.sqlite")), config, None, Directory(), replays, HubMetrics())
+    return PlanLifecycle(Store(str(tmp_path / "hub.sqlite")), config, None, DIRECTORY, replays, HubMetrics())
 
 
 def test_a_promoted_largest_step_goes_onward_until_a_smaller_one_is_best(tmp_path):

@@ -11,19 +11,14 @@ from rrsi.hub.metrics import HubMetrics
 from rrsi.hub.views import waiting_plans
 from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
 from rrsi.store import Store
+from tests.helpers import OneAgentDirectory, StillHarnesses
 
 SPEC = AgentSpec(name="a", params=[{"name": "x", "low": 0.0, "high": 1.0, "init": 0.2}])
+DIRECTORY = OneAgentDirectory(SPEC)
 CONFIG = HubConfig(validation="shadow", shadow_tasks=200, shadow_max_tasks=3000)
 
 
-class Directory:
-    specs = {"a": SPEC}
-
-    def current_params(self, agent):
-        return 0, SPEC.init_values()
-
-
-class Harnesses:
+class Harnesses(StillHarnesses):
     """``held`` recent tasks; the candidate lifts the confidence of ``better`` and lowers that of ``worse`` in every
     1,000 of them (a silent defect: no step fails either way)."""
 
@@ -43,12 +38,6 @@ class Harnesses:
     def push_candidates(self, plan):
         self.served.append(plan.plan_id)
 
-    def install(self, plan):
-        pass
-
-    def reconcile(self, targets):
-        pass
-
 
 def silent_plan(silent: float = 1.0) -> UpdatePlan:
     update = AgentUpdate(agent="a", theta_old={"x": 0.2}, theta_new={"x": 0.3}, lam=0.05, confidence=0.9, version_old=0)
@@ -56,7 +45,7 @@ def silent_plan(silent: float = 1.0) -> UpdatePlan:
 
 
 def lifecycle(tmp_path, harnesses, name: str = "hub") -> PlanLifecycle:
-    return PlanLifecycle(Store(str(tmp_path / f"{name}.sqlite")), CONFIG, None, Directory(), harnesses, HubMetrics())
+    return PlanLifecycle(Store(str(tmp_path / f"{name}.sqlite")), CONFIG, None, DIRECTORY, harnesses, HubMetrics())
 
 
 def test_a_blind_silent_plan_waits_serving_nothing_and_is_promoted_by_replay_once_tasks_arrive(tmp_path):
@@ -107,7 +96,7 @@ def test_a_plan_leaning_better_short_of_the_boundary_waits_instead_of_being_roll
 def test_a_waiting_plan_whose_tasks_stop_arriving_goes_live_after_canary_stall_s(tmp_path):
     harnesses = Harnesses(held=400, better=1)
     config = HubConfig(validation="shadow", shadow_tasks=200, shadow_max_tasks=3000, canary_stall_s=0.05)
-    life = PlanLifecycle(Store(str(tmp_path / "h.sqlite")), config, None, Directory(), harnesses, HubMetrics())
+    life = PlanLifecycle(Store(str(tmp_path / "h.sqlite")), config, None, DIRECTORY, harnesses, HubMetrics())
     assert awaiting_tasks(life.validate(silent_plan()))
     harnesses.held = 600
     life.review_canaries()

@@ -6,22 +6,16 @@ from rrsi.config import HubConfig
 from rrsi.hub.hub import ReflectionHub
 from rrsi.hub.lifecycle import PlanLifecycle
 from rrsi.hub.metrics import HubMetrics
-from rrsi.schema import AgentSpec, AgentUpdate, ReplayPair, UpdatePlan
+from rrsi.schema import AgentSpec, AgentUpdate, UpdatePlan
 from rrsi.store import Store
-from tests.helpers import UP, step
+from tests.helpers import UP, OneAgentDirectory, StillHarnesses, replay_pairs, step
 
 SPEC = AgentSpec(name="a", params=[{"name": "x", "low": 0.0, "high": 1.0, "init": 0.2}])
+DIRECTORY = OneAgentDirectory(SPEC)
 CONFIG = HubConfig(validation="shadow")
 
 
-class Directory:
-    specs = {"a": SPEC}
-
-    def current_params(self, agent):
-        return 0, SPEC.init_values()
-
-
-class Replays:
+class Replays(StillHarnesses):
     """Replays where the candidate at x (``param``) fixes ``fixed(x)`` of every 100 tasks and breaks ``broken(x)``."""
 
     def __init__(self, fixed, broken, param="x"):
@@ -30,18 +24,7 @@ class Replays:
     def shadow_replay(self, plan, n, skip=(), rerun=False):
         x = plan.updates[0].theta_new[self.param]
         self.asked.append((x, n))
-        good, bad = round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100)
-        return (
-            [ReplayPair(True, False)] * good
-            + [ReplayPair(False, True)] * bad
-            + [ReplayPair(False, False)] * (n - good - bad)
-        )
-
-    def install(self, plan):
-        pass
-
-    def reconcile(self, targets):
-        pass
+        return replay_pairs(round(self.fixed(x) * n / 100), round(self.broken(x) * n / 100), n)
 
 
 def plans(*xs):
@@ -60,7 +43,7 @@ def plans(*xs):
 
 
 def lifecycle(tmp_path, replays):
-    return PlanLifecycle(Store(str(tmp_path / "hub.sqlite")), CONFIG, None, Directory(), replays, HubMetrics())
+    return PlanLifecycle(Store(str(tmp_path / "hub.sqlite")), CONFIG, None, DIRECTORY, replays, HubMetrics())
 
 
 def test_the_best_step_that_passes_is_promoted_under_the_first_id(tmp_path):
