@@ -22,6 +22,12 @@ def test_far_apart_stay_separate():
     assert len(groups) == 2
 
 
+def test_an_agent_the_graph_lacks_merges_only_with_its_own_failures():
+    traces = [failing("t1", "x", 0), failing("t2", "y", 1), failing("t3", "x", 2), failing("t4", "a", 3)]
+    groups = group_traces(traces, GRAPH, window_s=60)
+    assert sorted(sorted(t.trace_id for t in g) for g in groups) == [["t1", "t3"], ["t2"], ["t4"]]
+
+
 def test_successful_traces_ignored_and_incident_ids_stable():
     ok = Trace.from_steps([step(trace="ok", agent="a")])
     groups = group_traces([ok, failing("t1", "a", 0)], GRAPH, window_s=60)
