@@ -1,10 +1,12 @@
 from __future__ import annotations
 
+import random
+
 import pytest
 import torch
 
 from rrsi.errors import SchemaError, UserError
-from rrsi.graph.attribution import AttributionModel, attribute_incident
+from rrsi.graph.attribution import SHIPPED_MODEL, AttributionModel, attribute_incident
 from rrsi.graph.features import trace_features
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
 from rrsi.schema import Trace
@@ -75,3 +77,40 @@ def test_context_steps_are_never_candidates_even_when_nothing_failed(model):
     failing_user = step(step_id="ask", agent="user", error_code="UP_FAIL_001", intermediate_steps=[CONTEXT_MARK])
     feats = trace_features(Trace.from_steps([failing_user, steps[1], steps[2]]))
     assert feats.step_candidates.tolist() == [False, True, True]
+
+
+def _dealt_anew(trace: Trace, rng: random.Random) -> Trace:
+    """``trace`` with the start times of the steps at each depth of its parents' graph dealt out anew: agents
+    that ran side by side, started in another order (as parallel Ray actors may)."""
+    by_id, depth = {s.step_id: s for s in trace.steps}, {}
+
+    def depth_of(s) -> int:
+        if s.step_id not in depth:
+            depth[s.step_id] = 1 + max((depth_of(by_id[p]) for p in s.parents if p in by_id), default=-1)
+        return depth[s.step_id]
+
+    levels: dict[int, list] = {}
+    for s in trace.steps:
+        levels.setdefault(depth_of(s), []).append(s)
+    steps = []
+    for level in levels.values():
+        starts = [s.timestamp for s in level]
+        rng.shuffle(starts)
+        steps += [s.model_copy(update={"timestamp": t}) for s, t in zip(level, starts)]
+    return trace.model_copy(update={"steps": steps})
+
+
+def test_the_shipped_model_names_the_same_root_whichever_parallel_agent_started_first(parallel_scenario):
+    model = AttributionModel.load(SHIPPED_MODEL)
+    traces = [i.trace for i in synthetic_incidents(parallel_scenario, 40, seed=5)]
+    named = [(a.root_agent, a.decisive_step) for a in model.attribute(traces)]
+    rng, reordered = random.Random(0), 0
+    for _ in range(3):
+        dealt = [_dealt_anew(t, rng) for t in traces]
+        reordered += sum(_order(a) != _order(b) for a, b in zip(traces, dealt))
+        assert [(a.root_agent, a.decisive_step) for a in model.attribute(dealt)] == named
+    assert reordered >= 20  # the check saw parallel agents start in another order
+
+
+def _order(trace: Trace) -> list[str]:
+    return [s.step_id for s in sorted(trace.steps, key=lambda s: s.timestamp)]
