@@ -30,10 +30,10 @@ def group_traces(traces: list[Trace], graph: DependencyGraph, window_s: float) -
             i = parent[i]
         return i
 
-    component: dict[str, int | str] = dict(graph.components())  # an agent the graph lacks is a part of its own
+    component = graph.components()
     last_seen: dict[int | str, int] = {}
     for i, trace in enumerate(failing):
-        comps = {component.get(s.agent, s.agent) for s in trace.failing_steps()}
+        comps = {component.get(s.agent, s.agent) for s in trace.failing_steps()}  # an unknown agent: a part of its own
         for c in comps:
             j = last_seen.get(c)
             if j is not None and _start(trace) - _start(failing[j]) <= window_s:

@@ -9,6 +9,7 @@ from rrsi.errors import SchemaError, UserError
 from rrsi.graph.attribution import SHIPPED_MODEL, AttributionModel, attribute_incident
 from rrsi.graph.features import trace_features
 from rrsi.graph.gnn import AttributionGNN, GNNConfig
+from rrsi.hub.console.graph_svg import depths
 from rrsi.schema import Trace
 from rrsi.sim.synthetic import scenario_error_types, synthetic_incidents
 from rrsi.traces.agent_names import CONTEXT_MARK, as_context
@@ -82,16 +83,11 @@ def test_context_steps_are_never_candidates_even_when_nothing_failed(model):
 def _dealt_anew(trace: Trace, rng: random.Random) -> Trace:
     """``trace`` with the start times of the steps at each depth of its parents' graph dealt out anew: agents
     that ran side by side, started in another order (as parallel Ray actors may)."""
-    by_id, depth = {s.step_id: s for s in trace.steps}, {}
-
-    def depth_of(s) -> int:
-        if s.step_id not in depth:
-            depth[s.step_id] = 1 + max((depth_of(by_id[p]) for p in s.parents if p in by_id), default=-1)
-        return depth[s.step_id]
-
+    ids = {s.step_id for s in trace.steps}
+    depth = depths(list(ids), [(p, s.step_id) for s in trace.steps for p in s.parents if p in ids])
     levels: dict[int, list] = {}
     for s in trace.steps:
-        levels.setdefault(depth_of(s), []).append(s)
+        levels.setdefault(depth[s.step_id], []).append(s)
     steps = []
     for level in levels.values():
         starts = [s.timestamp for s in level]
