@@ -159,11 +159,13 @@ class PipelineRun:
 
     def _execute(self, rnd: int) -> dict[str, dict[str, dict]]:
         """Run one round of tasks level by level, every trace of a level in one batch per harness
-        actor; returns trace → agent → outcome."""
+        actor, the actors of a level one after another in the pipeline's order, so the steps of a
+        trace start in the same order in every run of a seed; returns trace → agent → outcome."""
 
         def run_level(tasks: dict[str, list[Task]]) -> dict[str, list[dict]]:
-            refs = {a: self.harnesses[a].run_batch.remote([t.model_dump() for t in ts]) for a, ts in tasks.items()}
-            return {a: ray.get(ref) for a, ref in refs.items()}
+            return {
+                a: ray.get(self.harnesses[a].run_batch.remote([t.model_dump() for t in ts])) for a, ts in tasks.items()
+            }
 
         trace_ids = [f"{self.mode}-{round_task_id(rnd, i)}" for i in range(self.scenario.tasks_per_round)]
         return self.pipeline.run_traces(

@@ -7,6 +7,8 @@ import math
 from rrsi.config import HubConfig
 from rrsi.lab.demo import ModeResult, RoundResult, _summarize, run_demo
 from rrsi.scenario import bundled_scenario, parse_scenario
+from rrsi.sim.pipeline import Pipeline
+from rrsi.store import Store
 from tests.helpers import moves_toward_optima
 from tests.sim.test_simulated import DIAMOND, expected_failure_rate
 
@@ -39,6 +41,23 @@ def test_small_scenario_all_modes(ray_module, tmp_path):
     assert hub["rounds"][0]["attribution_top1"] is not None
     assert hub["final"]["updates_applied"] > 0
     assert result["modes"]["independent"]["rounds"][0]["attribution_top1"] is None
+    assert _start_orders(scenario, tmp_path) == {tuple(level) for level in Pipeline(scenario).levels if len(level) > 1}
+
+
+def _start_orders(scenario, workdir) -> set[tuple[str, ...]]:
+    """The orders in which the agents of a pipeline level started, over every trace of the hub's run."""
+    store = Store(str(workdir / f"{scenario.name}-hub-seed0.sqlite"))
+    by_trace: dict[str, list] = {}
+    for r in store.records():
+        by_trace.setdefault(r.trace_id, []).append(r)
+    store.close()
+    orders = set()
+    for level in Pipeline(scenario).levels:
+        for steps in by_trace.values():
+            started = sorted((s.timestamp, s.agent) for s in steps if s.agent in level)
+            if len(started) > 1:
+                orders.add(tuple(a for _, a in started))
+    return orders
 
 
 def test_bundled_scenario_hub_halves_failures_without_bystander_drift(ray_module, tmp_path):
