@@ -28,14 +28,14 @@ replay looks at the latest ``shadow_tasks`` tasks and, while the candidate leans
 cannot pass, at twice as many up to ``shadow_max_tasks`` (what
 :meth:`~rrsi.hub.lifecycle.PlanLifecycle.replay` does); the hub's sequential sign test
 (:func:`rrsi.hub.shadow.shadow_verdict`) beside the fixed-sample sign test at α at the first look
-only (one replay of ``shadow_tasks``) and applied at every look. A ladder's larger steps are
-tested only after its first passed, so its false promotions are the first's.
+only (one replay of ``shadow_tasks``) and applied at every look.
 
-Onward ladders (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`): ``--onward-steps`` plans, each
+Ladders (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`, first and onward): ``--onward-steps`` plans, each
 replayed (its own draws, the incumbent run again) and tested by the sequential sign test at α / ``--onward-steps``;
-a ladder promotes if any of its plans passes. A/A (every candidate fails as often as the incumbent) gives the
-false promotions of a ladder, A/B (each candidate ``--shadow-effect`` less) its power; beside them each plan at
-the full α on the same draws.
+a ladder promotes if any of its plans passes (a first ladder's plans share the incumbent's recorded outcomes
+instead; the union bound behind α / ``--onward-steps`` holds either way). A/A (every candidate fails as often as
+the incumbent) gives the false promotions of a ladder, A/B (each candidate ``--shadow-effect`` less) its power;
+beside them each plan at the full α on the same draws.
 
 Plans on silent evidence: no step fails either way; a silent defect on ``--silent-defect`` of tasks
 (the candidate's: that less ``--silent-effect`` in A/B) shows only in the step's confidence. Each plan

@@ -128,11 +128,11 @@ class PlanLifecycle:
         self.store.put_plan(plan)
         return plan
 
-    def replay(self, plan: UpdatePlan, rerun: bool = False) -> list[ReplayPair]:
+    def replay(self, plan: UpdatePlan, rerun: bool = False, config: ValidationConfig | None = None) -> list[ReplayPair]:
         """The plan replayed in shadow on the latest ``shadow_tasks`` tasks, then on twice as many while it leans
         better but the sequential test cannot yet tell, up to ``shadow_max_tasks`` (:mod:`rrsi.hub.shadow`);
         ``rerun``: see :meth:`shadow_pairs`."""
-        config = self._validation(plan)
+        config = config or self._validation(plan)
         n = config.shadow_tasks
         pairs = self.shadow_pairs(plan, n, rerun)
         silent = plan.silent_share >= SILENT_SHARE
@@ -148,13 +148,13 @@ class PlanLifecycle:
         """Validate the first of ``plans`` — one plan at growing steps (:func:`~rrsi.hub.step_sizes.ladder`) —
         or, in shadow replay, the best of them that passes.
 
-        Shadow replay tests them in order on the same tasks, each at the full α, and stops at the
-        first that fails: a fixed-sequence procedure (Maurer, Hothorn & Lehmacher 1995), so the
-        chance that any plan no better than the incumbent passes stays at most α. Of those that
-        passed, the one with the largest gain b − c is promoted under the first plan's id; when the
-        first fails it is rolled back, as a single plan would be. An ``onward`` ladder (:meth:`validate_onward`)
-        tests every plan at α / len(plans) instead (Bonferroni), the incumbent run again beside each; when none
-        passes, the one with the largest gain waits for tasks if it leans better (:meth:`_await_tasks`, still at
+        Shadow replay tests every plan on the latest tasks, each at α / len(plans) (Bonferroni: which step
+        will be best is not known in advance, and a step the smaller ones left short is tested whatever
+        they showed), so the chance that any plan no better than the incumbent passes stays at most α. Of
+        those that passed, the one with the largest gain b − c is promoted under the first plan's id; when
+        none passes the first is rolled back, as a single plan would be. An ``onward`` ladder
+        (:meth:`validate_onward`) runs the incumbent again beside each plan; when none of its plans passes,
+        the one with the largest gain waits for tasks if it leans better (:meth:`_await_tasks`, still at
         α / len(plans): whichever plan goes on, each plan's sequential test holds its share) and is rolled back
         otherwise. A canary (one candidate on live traffic) and a plan on silent evidence take the first plan."""
         first = plans[0]
@@ -162,17 +162,15 @@ class PlanLifecycle:
             return self.validate(first)
         if not onward and (len(plans) == 1 or first.silent_share >= SILENT_SHARE):
             return self.validate(first)
-        if onward:
-            alpha = self.config.validation.canary_alpha / len(plans)
-            plans = [p.model_copy(update={"onward_alpha": alpha}) for p in plans]
+        alpha = self.config.validation.canary_alpha / len(plans)
+        plans = [p.model_copy(update={"onward_alpha": alpha}) for p in plans] if onward else plans
         tried = []
         for plan in plans:
-            pairs = self.replay(plan, rerun=onward)
-            decision, verdict = shadow_verdict(pairs, self._validation(plan))
+            config = self._validation(plan.model_copy(update={"onward_alpha": alpha}))
+            pairs = self.replay(plan, rerun=onward, config=config)
+            decision, verdict = shadow_verdict(pairs, config)
             b, c = compare(pairs)
             tried.append((decision == "promote", (b - c) / max(len(pairs), 1), plan, verdict, pairs))
-            if decision != "promote" and not onward:
-                break
         passed = [t for t in tried if t[0]] or (tried if onward else tried[:1])
         ok, _, best, verdict, pairs = max(passed, key=lambda t: t[1])
         best = self._start_canary(best.model_copy(update={"plan_id": first.plan_id, "canary": verdict}))

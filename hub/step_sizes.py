@@ -16,8 +16,8 @@ A probe rolled back because the other direction replayed better (its ``lost_to``
 :mod:`rrsi.hub.probes`) does not count: it says the other way did better, not how far to go. A
 probe that won its replay and then failed validation counts like any rolled-back move.
 
-Shadow replay may also try other steps of the same plan on the same tasks, smallest first
-(:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`): :func:`ladder` gives the least step,
+Shadow replay may also try other steps of the same plan on the same tasks, each at α over the
+number of steps (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`): :func:`ladder` gives the least step,
 then the sized steps times each factor of ``step_ladder``; a canary serves the sized steps alone.
 Every plan still passes the joint solve (the L2 regularizer, the trust region ρ), the gate and
 validation, so a larger step is never a larger bound.

@@ -178,8 +178,9 @@ class UpdateConfig(_Model):
     is multiplied by ``step_growth`` (up to ``trust_region``) after each promoted step in the same
     direction, and divided by it (down to ``default_step``) after a rollback. Shadow replay tries
     ``default_step``, then the sized step times each factor of ``step_ladder`` (ascending, from 1),
-    on the same tasks, smallest first; while its largest step is promoted, the same steps again from the
-    promoted params, up to ``onward_steps`` more times (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`)."""
+    on the same tasks, each at α over the number of steps; while its largest step is promoted, the same
+    steps again from the promoted params, up to ``onward_steps`` more times
+    (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`)."""
 
     lam: float = Field(default=0.05, gt=0.0)
     default_step: float = Field(default=0.1, gt=0.0, le=1.0)

@@ -1,4 +1,5 @@
-"""Shadow replay of a plan at growing steps: a fixed sequence, the best that passes promoted, more tasks when unsure."""
+"""Shadow replay of a plan at growing steps: each tested at α over the steps, the best that passes promoted, more tasks
+when unsure."""
 
 from __future__ import annotations
 
@@ -52,11 +53,23 @@ def test_the_best_step_that_passes_is_promoted_under_the_first_id(tmp_path):
     assert plan.state == "promoted" and plan.plan_id == "plan-1" and plan.updates[0].theta_new["x"] == 0.4
 
 
-def test_the_sequence_stops_at_the_first_step_that_fails(tmp_path):
-    replays = Replays(fixed=lambda x: 4 if x < 0.35 else 0, broken=lambda x: 0 if x < 0.35 else 5)
+def test_a_larger_step_is_tested_whatever_the_smaller_ones_showed(tmp_path):
+    replays = Replays(fixed=lambda x: 4 if x > 0.45 else 0, broken=lambda x: 0 if x > 0.45 else 1)
     plan = lifecycle(tmp_path, replays).validate_ladder(plans(0.3, 0.4, 0.5))
+    assert plan.state == "promoted" and plan.plan_id == "plan-1" and plan.updates[0].theta_new["x"] == 0.5
+    assert {0.3, 0.4, 0.5} <= {x for x, _ in replays.asked}
+
+
+def test_each_step_of_a_ladder_is_tested_at_alpha_over_its_steps(tmp_path):
+    # 7 of 200 tasks fixed and none broken: enough at alpha 0.05, not at 0.05 / 3 (the sequential sign test)
+    alone = Replays(fixed=lambda x: 3.5, broken=lambda x: 0)
+    assert lifecycle(tmp_path, alone).validate_ladder(plans(0.3)).state == "promoted"
+    assert alone.asked == [(0.3, 200)]
+    (tmp_path / "ladder").mkdir()
+    ladder = Replays(fixed=lambda x: 3.5 if x < 0.35 else 0, broken=lambda x: 0)
+    plan = lifecycle(tmp_path / "ladder", ladder).validate_ladder(plans(0.3, 0.4, 0.5))
     assert plan.state == "promoted" and plan.updates[0].theta_new["x"] == 0.3
-    assert 0.5 not in {x for x, _ in replays.asked}
+    assert ladder.asked[:2] == [(0.3, 200), (0.3, 400)]  # 14 of 400: past the boundary at 0.05 / 3
 
 
 def test_a_small_gain_is_replayed_on_more_tasks_before_it_is_judged(tmp_path):
