@@ -166,7 +166,7 @@ class PlanLifecycle:
         plans = [p.model_copy(update={"onward_alpha": alpha}) for p in plans] if onward else plans
         tried = []
         for plan in plans:
-            config = self._validation(plan.model_copy(update={"onward_alpha": alpha}))
+            config = self.config.validation.model_copy(update={"canary_alpha": alpha})
             pairs = self.replay(plan, rerun=onward, config=config)
             decision, verdict = shadow_verdict(pairs, config)
             b, c = compare(pairs)
