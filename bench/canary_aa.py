@@ -32,8 +32,9 @@ only (one replay of ``shadow_tasks``) and applied at every look.
 
 Ladders (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`, first and onward): ``--onward-steps`` plans, each
 replayed (its own draws, the incumbent run again) and tested by the sequential sign test at α / ``--onward-steps``;
-a ladder promotes if any of its plans passes (a first ladder's plans share the incumbent's recorded outcomes
-instead; the union bound behind α / ``--onward-steps`` holds either way). A/A (every candidate fails as often as
+a ladder promotes if any of its plans passes (a first ladder runs the incumbent again only with
+``validation.shadow_rerun``, the default, else its plans share the incumbent's recorded outcomes; the union
+bound behind α / ``--onward-steps`` holds either way). A/A (every candidate fails as often as
 the incumbent) gives the false promotions of a ladder, A/B (each candidate ``--shadow-effect`` less) its power;
 beside them each plan at the full α on the same draws.
 

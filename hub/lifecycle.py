@@ -164,9 +164,9 @@ class PlanLifecycle:
             return self.validate(first)
         alpha = self.config.validation.canary_alpha / len(plans)
         plans = [p.model_copy(update={"onward_alpha": alpha}) for p in plans] if onward else plans
+        config = self.config.validation.model_copy(update={"canary_alpha": alpha})
         tried = []
         for plan in plans:
-            config = self.config.validation.model_copy(update={"canary_alpha": alpha})
             pairs = self.replay(plan, rerun=onward, config=config)
             decision, verdict = shadow_verdict(pairs, config)
             b, c = compare(pairs)
