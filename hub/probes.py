@@ -7,9 +7,10 @@ finds no direction and acts on nothing. The Updater does not guess: for the para
 evidence (at least ``min_evidence`` records carrying its code, their direction votes fewer than
 ``min_evidence`` or no one-sided majority, :data:`UNDIRECTED`; votes both ways, whether the evidence test
 calls them mixed or too few to tell, only under shadow or canary validation: they are also what noise
-gives) whose probe the gate lets through (a probe acts at confidence ½, so a param of a risk tier that
-needs more is not tried: the incident lists it as held, with the gate's reason) it builds two
-reflections, ``increase`` and
+gives) whose probe the gate lets through (a probe acts at confidence ½; under shadow validation a param
+whose tier asks only for more confidence is tried when none of the agent's other such params passes at ½,
+gated on what its replay shows, below; a param not tried is listed as held on the incident, with the gate's
+reason) it builds two reflections, ``increase`` and
 ``decrease``, each at confidence ½ (no direction is known, so λ is raised ×4 as for any
 low-confidence update), and one plan per direction from the same joint solve
 (:func:`~rrsi.hub.joint_update.ladder_plans`: the trust region, the L2 regularizer and the gate apply
@@ -19,18 +20,21 @@ in shadow replay at its sized step and then, on the same tasks, that step times 
 of ``step_ladder``, the best that passes promoted, as for a reflection's plan:
 :meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_ladder`, and onward from it while its largest step is the
 one promoted: :meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`), the other is rolled back with its
-verdict and ``lost_to`` naming the winner. Records blamed for a silent defect (no error code) name
-the param they speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for
-each of the agent's params, probed in turn. On such evidence the step starts at the trust region
-and, when neither replay can decide (the agent's own steps hardly fail visibly), the direction
-tried is the one whose replay leaned better (b − c), and on a tie what outcomes said last — the way
-of the latest settled plan on the param if it was promoted or its candidate failed less often than
-the incumbent, the other way if it was rolled back worse or even — and the lifecycle judges it on
-live traffic by the traces it serves. Each plan is of kind ``probe`` with ``probe_sign`` +1 or −1
-and a ``-probe-<agent>-up``/``-down`` id (the agent in the id: two agents probed in one incident
-would otherwise write their plans under one id, the later replacing the earlier in the store while
-both agents' param versions stay). A direction's step grows after probes that way were promoted in a
-row and shrinks after one that won its replay and was rolled back by validation
+verdict and ``lost_to`` naming the winner. A probe of a param whose tier needs more confidence than ½
+(medium risk: ≥ 0.6) takes its confidence from its own shadow replay: 1 − the one-sided sign test's p-value
+of the tasks it fixed against those it broke (:func:`replay_confidence`), and passes the gate again with it
+before it goes on; held there (a blind replay gives 0), the winning direction is stored ``blocked`` with the
+gate's decision, as any held plan. Records blamed for a silent defect (no error code) name the param they
+speak of, if any (:func:`rrsi.evidence.silent_param`); those that name none count for each of the agent's
+params, probed in turn. On such evidence the step starts at the trust region and, when neither replay can
+decide (the agent's own steps hardly fail visibly), the direction tried is the one whose replay leaned
+better (b − c), and on a tie what outcomes said last — the way of the latest settled plan on the param if it
+was promoted or its candidate failed less often than the incumbent, the other way if it was rolled back
+worse or even — and the lifecycle judges it on live traffic by the traces it serves. Each plan is of kind
+``probe`` with ``probe_sign`` +1 or −1 and a ``-probe-<agent>-up``/``-down`` id (the agent in the id: two
+agents probed in one incident would otherwise write their plans under one id, the later replacing the
+earlier in the store while both agents' param versions stay). A direction's step grows after probes that way
+were promoted in a row and shrinks after one that won its replay and was rolled back by validation
 (:mod:`rrsi.hub.step_sizes`).
 """
 
@@ -52,8 +56,17 @@ from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
 from rrsi.hub.step_sizes import Steps, ladder, sized_steps
 from rrsi.reflection import Finding
 from rrsi.schema import Action, AgentSpec, HeldParam, JointReflection, Reflection, StepRecord, UpdatePlan, validate
+from rrsi.stats import sign_test
 
-__all__ = ["PROBE_CONFIDENCE", "UNDIRECTED", "leaned_better", "opaque_param", "probe_reflections", "Prober"]
+__all__ = [
+    "PROBE_CONFIDENCE",
+    "UNDIRECTED",
+    "leaned_better",
+    "opaque_param",
+    "probe_reflections",
+    "replay_confidence",
+    "Prober",
+]
 
 PROBE_CONFIDENCE = 0.5
 UNDIRECTED = ("opaque", "mixed")  # the readings of a param's evidence that name it but no direction
@@ -103,6 +116,12 @@ def _first(opaque: dict[str, int], probed: Counter | None, affinity: dict[str, f
     """Of ``opaque``, the most named, then the least probed, then the most affine, then the last by name."""
     probed, affinity = probed or Counter(), affinity or {}
     return max(opaque, key=lambda p: (opaque[p], -probed[p], affinity.get(p, 0.0), p)) if opaque else None
+
+
+def replay_confidence(fixed: int, broken: int) -> float:
+    """A probe direction's confidence from its shadow replay: 1 − P(X ≥ ``fixed``), X ~ Binomial(fixed + broken, ½),
+    the one-sided sign test of the tasks it fixed against those it broke (0 when it changed none)."""
+    return 1.0 - sign_test(fixed, fixed + broken) if fixed + broken else 0.0
 
 
 def probe_reflections(
@@ -189,16 +208,30 @@ class Prober:
         return out, held
 
     def _gated(self, spec: AgentSpec, opaque: dict[str, int]) -> list[HeldParam]:
-        """Remove from ``opaque`` the params whose probe the gate would hold; them, with the gate's reason."""
-        held = []
-        for name in list(opaque):
+        """Remove from ``opaque`` the params whose probe the gate would hold; them, with the gate's reason. When
+        the gate lets none through at the probe's confidence, those a shadow replay may clear stay
+        (:meth:`_replay_may_clear`)."""
+        decisions = {}
+        for name in opaque:
             action = Action(agent=spec.name, param=name, op="increase")
-            decision = self.gate.decide(action, spec, PROBE_CONFIDENCE, approved=False)
-            if not decision.eligible:
-                del opaque[name]
-                reason = f"not probed: a probe acts at confidence {PROBE_CONFIDENCE}; {decision.reason}"
-                held.append(HeldParam(agent=spec.name, param=name, reason=reason))
+            decisions[name] = (action, self.gate.decide(action, spec, PROBE_CONFIDENCE, approved=False))
+        direct = any(d.eligible for _, d in decisions.values())
+        held = []
+        for name, (action, decision) in decisions.items():
+            if decision.eligible or (not direct and self._replay_may_clear([action])):
+                continue
+            del opaque[name]
+            reason = f"not probed: a probe acts at confidence {PROBE_CONFIDENCE}; {decision.reason}"
+            held.append(HeldParam(agent=spec.name, param=name, reason=reason))
         return held
+
+    def _replay_may_clear(self, actions: list[Action]) -> bool:
+        """Whether a shadow replay could carry ``actions`` past the gate: validation replays, and only confidence
+        holds them (the gate lets each through at confidence 1)."""
+        if self.config.validation.mode != "shadow":
+            return False
+        specs = self.directory.specs
+        return all(self.gate.decide(a, specs[a.agent], 1.0, approved=False).eligible for a in actions)
 
     def probe(
         self, incident_id: str, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding] = ()
@@ -240,14 +273,22 @@ class Prober:
             tried.sort(key=lambda t: t[0], reverse=True)
         winner = tried[0][1][0].plan_id
         losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, *_ in tried[1:]]
+        if tried[0][5]:
+            blocked = tried[0][1][0].transition("blocked")
+            self.lifecycle.store.put_plan(blocked)
+            return [blocked, *losers]
         return [*self.lifecycle.validate_onward(tried[0][1], tried[0][4]), *losers]
 
     def _tried(self, joint: JointReflection, sign: float, suffix: str, steps: Steps, silent: float, why: str | None):
-        """(gain, plans, verdict, blind, onward) of one direction, or None when it has no plan: its plans at the
-        sized ``steps`` and, in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ),
+        """(gain, plans, verdict, blind, onward, held) of one direction, or None when it has no plan: its plans at
+        the sized ``steps`` and, in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ),
         the first replayed in shadow; ``onward`` builds the same steps from the params then current
-        (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`); ``why`` becomes the plans' reason."""
+        (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`); ``why`` becomes the plans' reason; ``held``:
+        the gate holds it at its replay's confidence (:meth:`_regated`)."""
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
+        pending = eligible is None and self._replay_may_clear([a for r in joint.reflections for a in r.actions])
+        if pending:
+            eligible = joint
         if eligible is None:
             return None
         rungs = ladder(steps, 0.0, self.config.update, self.config.validation.mode == "shadow", least=False)
@@ -260,11 +301,25 @@ class Prober:
         pairs = self.lifecycle.shadow_pairs(plans[0], self.config.validation.shadow_tasks)
         _, verdict = shadow_verdict(pairs, self.config.validation)
         better, worse = compare(pairs)
+        held = False
+        if pending:
+            plans, flags, held = self._regated(joint, plans, flags, better, worse)
 
         def onward(_: UpdatePlan, k: int) -> list[UpdatePlan]:
             return self._plans(eligible, rungs, flags, f"{suffix}-onward-{k}")
 
-        return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation), onward
+        return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation), onward, held
+
+    def _regated(self, joint: JointReflection, plans: list[UpdatePlan], flags: dict, better: int, worse: int):
+        """``plans`` and ``flags`` with the gate's decisions at the replay's confidence (:func:`replay_confidence`),
+        and whether the gate still holds them (:meth:`_each_way` then stores the direction ``blocked``)."""
+        confidence = replay_confidence(better, worse)
+        sure = [r.model_copy(update={"confidence": confidence}) for r in joint.reflections]
+        cleared, _, decisions = self.gate.split(joint.model_copy(update={"reflections": sure}), self.directory.specs)
+        why = f"confidence {confidence:.2f} from its shadow replay ({better} fixed, {worse} broken)"
+        why = "; ".join(w for w in (flags["reason"], why if cleared else f"held by the gate at {why}") if w)
+        flags = {**flags, "gates": decisions, "reason": why}
+        return [p.model_copy(update=flags) for p in plans], flags, cleared is None
 
     def _plans(self, eligible: JointReflection, rungs: list[Steps], flags: dict, suffix: str) -> list[UpdatePlan]:
         """The distinct plans of ``eligible`` at each of ``rungs`` from the current params, under one id (the

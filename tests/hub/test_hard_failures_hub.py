@@ -83,6 +83,8 @@ def test_evidence_pointing_both_ways_is_probed_like_opaque_evidence():
 
 
 def test_a_probe_the_gate_would_hold_is_not_tried_and_the_incident_says_why():
+    """Under canary validation nothing replays a probe first, so a medium-risk one is held at the probe's confidence
+    (under shadow replay it is tried and gated on its replay: ``tests/hub/test_probe_gate.py``)."""
     two = {
         "name": "up",
         "domain_terms": ["date format"],
@@ -99,7 +101,7 @@ def test_a_probe_the_gate_would_hold_is_not_tried_and_the_incident_says_why():
             {"name": "strict", "low": 0, "high": 1, "init": 0.2, "error_code": "UP_FAIL_001", "error_type": "format"},
         ],
     }
-    hub = ReflectionHub(":memory:", HubConfig(attribution="most_upstream", reflector="rule", validation="shadow"))
+    hub = ReflectionHub(":memory:", HubConfig(attribution="most_upstream", reflector="rule", validation="canary"))
     hub.register_agent(two)
     silent = [step(trace=f"t{i}", step_id="up", agent="up", scratchpad="could not complete") for i in range(12)]
     coded = [  # the medium-risk param is named most: alone it would be the one probed
