@@ -2,6 +2,7 @@
 
     python bench/modes.py [--scenarios loan-approval,...,silent-relay,path/to/held-out.yaml]
                           [--seeds 0,1,2] [--validation shadow] [--reflector rule] [--canary-share 0.05]
+                          [--modes none,independent,hub,hub-most-upstream]
 
 Per scenario and mode, averaged over seeds: failure rate of round 1 and of the last round,
 updates applied, spurious updates (to agents that were not a root cause that round), the
@@ -12,8 +13,9 @@ reachable optimum (a rolling mean of 3 rounds; a run that never gets there count
 and the mean is marked "+"), and the mean of the last 3 rounds over the reachable optimum's on
 the same tasks (:mod:`rrsi.sim.reachable`: high-risk params stay where they are). ``hub``
 runs twice, with the GNN attribution (checked against step confidences) and with the
-most-upstream baseline driving the loop. For a scenario with ``shifts`` the hub's failure
-rate the round before the first shift and three rounds after it follows the table.
+most-upstream baseline driving the loop (``--modes`` runs some of the four only). For a scenario
+with ``shifts`` the hub's failure rate the round before the first shift and three rounds after it
+follows the table.
 """
 
 from __future__ import annotations
@@ -42,19 +44,23 @@ def _mean(values) -> float | None:
     return statistics.mean(known) if known else None
 
 
-def _runs(scenario: Scenario, seeds: list[int], config: HubConfig, tmp: Path) -> list[dict]:
+def _runs(scenario: Scenario, seeds: list[int], config: HubConfig, tmp: Path, modes: list[str]) -> list[dict]:
+    """Per seed, each of ``modes`` (of :data:`MODES` and :data:`HUB_MU`) → its run summary."""
     baseline = config.replace(attribution="most_upstream")
+    loop = [m for m in MODES if m in modes]
     out = []
     for seed in seeds:
-        run = run_demo(scenario, list(MODES), scenario.rounds, seed, tmp / f"{scenario.name}-{seed}", config)
-        mu = run_demo(scenario, ["hub"], scenario.rounds, seed, tmp / f"{scenario.name}-{seed}-mu", baseline)
-        out.append({**run["modes"], HUB_MU: mu["modes"]["hub"]})
+        run = run_demo(scenario, loop, scenario.rounds, seed, tmp / f"{scenario.name}-{seed}", config)["modes"]
+        if HUB_MU in modes:
+            mu = run_demo(scenario, ["hub"], scenario.rounds, seed, tmp / f"{scenario.name}-{seed}-mu", baseline)
+            run[HUB_MU] = mu["modes"]["hub"]
+        out.append(run)
     return out
 
 
 def _rows(name: str, runs: list[dict]) -> list[tuple]:
     rows = []
-    for mode in (*MODES, HUB_MU):
+    for mode in [m for m in (*MODES, HUB_MU) if m in runs[0]]:
         finals = [r[mode]["final"] for r in runs]
         tops = (_mean(f["attribution_top1"] for f in finals), _mean(f.get("baseline_top1") for f in finals))
         rows.append((name, mode, *(statistics.mean(f[k] for f in finals) for k in KEYS), *tops))
@@ -64,7 +70,7 @@ def _rows(name: str, runs: list[dict]) -> list[tuple]:
 def _convergence(name: str, runs: list[dict], rounds: int) -> list[str]:
     """Rows of the second table: rounds to within 10 % of the reachable optimum and last-3 mean over it."""
     out = []
-    for mode in ("hub", "independent", HUB_MU, "none"):
+    for mode in [m for m in ("hub", "independent", HUB_MU, "none") if m in runs[0]]:
         finals = [r[mode]["final"] for r in runs]
         to = [f["rounds_to_within_10pct"] for f in finals]
         mark = "+" if None in to else ""
@@ -79,7 +85,7 @@ def _convergence(name: str, runs: list[dict], rounds: int) -> list[str]:
 
 def _shift_line(scenario: Scenario, runs: list[dict]) -> str | None:
     """The hub's failure rate the round before the first shift and three rounds after it."""
-    if not scenario.shifts:
+    if not scenario.shifts or "hub" not in runs[0]:
         return None
     at = min(s.round for s in scenario.shifts)
     rate = lambda r: statistics.mean(run["hub"]["rounds"][r - 1]["failure_rate"] for run in runs)  # noqa: E731
@@ -123,8 +129,17 @@ def main() -> None:
         choices=["rule", "auto", "lm"],
         help="rule (default here: the LM takes 20-25 s per incident on 2 cores), auto or lm",
     )
+    parser.add_argument(
+        "--modes",
+        default=",".join([*MODES, HUB_MU.replace(" ", "-")]),
+        help="which of none, independent, hub and hub-most-upstream to run (default: all four)",
+    )
     args = parser.parse_args()
     seeds = [int(s) for s in args.seeds.split(",")]
+    modes = [m.replace("-", " ") for m in args.modes.split(",")]
+    unknown = sorted(set(modes) - {*MODES, HUB_MU})
+    if unknown:
+        parser.error(f"--modes: {unknown} unknown; expected some of {[*MODES, HUB_MU.replace(' ', '-')]}")
     config = HubConfig(
         validation=args.validation,
         approval=args.approval,
@@ -137,7 +152,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.scenarios.split(","):
             scenario = _scenario(name)
-            runs = _runs(scenario, seeds, config, Path(tmp))
+            runs = _runs(scenario, seeds, config, Path(tmp), modes)
             rows += _rows(scenario.name, runs)
             convergence += _convergence(scenario.name, runs, scenario.rounds)
             notes += [line for line in [_shift_line(scenario, runs)] if line]
