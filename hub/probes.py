@@ -274,7 +274,8 @@ class Prober:
         winner = tried[0][1][0].plan_id
         losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, *_ in tried[1:]]
         if tried[0][5]:
-            blocked = tried[0][1][0].transition("blocked")
+            held = tried[0][1][0]
+            blocked = held.model_copy(update={"reason": f"held by the gate: {held.reason}"}).transition("blocked")
             self.lifecycle.store.put_plan(blocked)
             return [blocked, *losers]
         return [*self.lifecycle.validate_onward(tried[0][1], tried[0][4]), *losers]
@@ -317,8 +318,7 @@ class Prober:
         sure = [r.model_copy(update={"confidence": confidence}) for r in joint.reflections]
         cleared, _, decisions = self.gate.split(joint.model_copy(update={"reflections": sure}), self.directory.specs)
         why = f"confidence {confidence:.2f} from its shadow replay ({better} fixed, {worse} broken)"
-        why = "; ".join(w for w in (flags["reason"], why if cleared else f"held by the gate at {why}") if w)
-        flags = {**flags, "gates": decisions, "reason": why}
+        flags = {**flags, "gates": decisions, "reason": "; ".join(w for w in (flags["reason"], why) if w)}
         return [p.model_copy(update=flags) for p in plans], flags, cleared is None
 
     def _plans(self, eligible: JointReflection, rungs: list[Steps], flags: dict, suffix: str) -> list[UpdatePlan]:

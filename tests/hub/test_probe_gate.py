@@ -58,7 +58,8 @@ def test_a_medium_risk_probe_whose_replay_shows_nothing_better_is_blocked_with_t
     assert loser.lost_to == blocked.plan_id
     assert [(g.param, g.eligible) for g in blocked.gates] == [("strict", False)]
     assert blocked.gates[0].reason == "medium risk: confidence 0.00 < 0.6"
-    assert "held by the gate at confidence 0.00" in blocked.reason
+    assert blocked.reason.startswith("held by the gate: confidence 0.00 from its shadow replay")
+    assert loser.reason.startswith("confidence 0.00 from its shadow replay")  # it lost; the gate did not hold it
     assert hub.current_params("up")[1]["strict"] == 0.2 and replays.x == 0.2
 
 
