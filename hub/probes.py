@@ -41,7 +41,8 @@ were promoted in a row and shrinks after one that won its replay and was rolled 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 from rrsi.agents.self_reflection import param_wording, reflection_context
 from rrsi.config import HubConfig
@@ -55,7 +56,17 @@ from rrsi.hub.probe_order import ProbeOrder
 from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_verdict
 from rrsi.hub.step_sizes import Steps, ladder, sized_steps
 from rrsi.reflection import Finding
-from rrsi.schema import Action, AgentSpec, HeldParam, JointReflection, Reflection, StepRecord, UpdatePlan, validate
+from rrsi.schema import (
+    Action,
+    AgentSpec,
+    CanaryVerdict,
+    HeldParam,
+    JointReflection,
+    Reflection,
+    StepRecord,
+    UpdatePlan,
+    validate,
+)
 from rrsi.stats import sign_test
 
 __all__ = [
@@ -152,6 +163,17 @@ def probe_reflections(
     return out
 
 
+class _Direction(NamedTuple):
+    """One probe direction after its shadow replay (:meth:`Prober._tried`)."""
+
+    gain: int  # tasks fixed − tasks broken
+    plans: list[UpdatePlan]  # its plans at each rung, the first replayed
+    verdict: CanaryVerdict
+    blind: bool  # the replay could not decide (:func:`~rrsi.hub.shadow.shadow_blind`)
+    onward: Callable[[UpdatePlan, int], list[UpdatePlan]]
+    held: bool  # the gate holds it at its replay's confidence (:meth:`Prober._regated`)
+
+
 class Prober:
     """Runs the probes of one incident over the hub's parts (all given, none owned).
 
@@ -181,7 +203,8 @@ class Prober:
         """``(spec, param, records, why)`` of every agent of ``standing`` the reflection did not act on (``acted``)
         whose evidence is opaque: what :meth:`probe` would try. The incident's ``findings`` order the params
         when the records name none; ``why`` says so where that changed the choice (else None). A param whose
-        probe the gate would hold (its risk tier at the probe's confidence) is never the one tried."""
+        probe the gate would hold is never the one tried (:meth:`_gated`: under shadow validation, one that lacks only
+        confidence is, when no other param of the agent can be)."""
         return self._candidates(standing, acted, findings)[0]
 
     def _candidates(self, standing: list[StepRecord], acted: set[str], findings: Sequence[Finding]):
@@ -266,26 +289,27 @@ class Prober:
                 tried.append(t)
         if not tried:
             return []
-        if silent >= SILENT_SHARE and all(t[3] for t in tried):
+        if silent >= SILENT_SHARE and all(t.blind for t in tried):
             way = self._last_way(spec.name, param, settled)
-            tried.sort(key=lambda t: (t[0], t[1][0].probe_sign == way), reverse=True)
+            tried.sort(key=lambda t: (t.gain, t.plans[0].probe_sign == way), reverse=True)
         else:
-            tried.sort(key=lambda t: t[0], reverse=True)
-        winner = tried[0][1][0].plan_id
-        losers = [self.lifecycle.reject(plans[0], verdict, winner) for _, plans, verdict, *_ in tried[1:]]
-        if tried[0][5]:
-            held = tried[0][1][0]
+            tried.sort(key=lambda t: t.gain, reverse=True)
+        best = tried[0]
+        losers = [self.lifecycle.reject(t.plans[0], t.verdict, best.plans[0].plan_id) for t in tried[1:]]
+        if best.held:
+            held = best.plans[0]
             blocked = held.model_copy(update={"reason": f"held by the gate: {held.reason}"}).transition("blocked")
             self.lifecycle.store.put_plan(blocked)
             return [blocked, *losers]
-        return [*self.lifecycle.validate_onward(tried[0][1], tried[0][4]), *losers]
+        return [*self.lifecycle.validate_onward(best.plans, best.onward), *losers]
 
-    def _tried(self, joint: JointReflection, sign: float, suffix: str, steps: Steps, silent: float, why: str | None):
-        """(gain, plans, verdict, blind, onward, held) of one direction, or None when it has no plan: its plans at
-        the sized ``steps`` and, in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ),
-        the first replayed in shadow; ``onward`` builds the same steps from the params then current
-        (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`); ``why`` becomes the plans' reason; ``held``:
-        the gate holds it at its replay's confidence (:meth:`_regated`)."""
+    def _tried(
+        self, joint: JointReflection, sign: float, suffix: str, steps: Steps, silent: float, why: str | None
+    ) -> _Direction | None:
+        """One direction (:class:`_Direction`), or None when it has no plan: its plans at the sized ``steps`` and,
+        in shadow replay, those times each further factor of ``step_ladder`` (capped at ρ), the first replayed in
+        shadow; ``onward`` builds the same steps from the params then current
+        (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate_onward`); ``why`` becomes the plans' reason."""
         eligible, _, decisions = self.gate.split(joint, self.directory.specs)
         pending = eligible is None and self._replay_may_clear([a for r in joint.reflections for a in r.actions])
         if pending:
@@ -309,7 +333,7 @@ class Prober:
         def onward(_: UpdatePlan, k: int) -> list[UpdatePlan]:
             return self._plans(eligible, rungs, flags, f"{suffix}-onward-{k}")
 
-        return better - worse, plans, verdict, shadow_blind(pairs, self.config.validation), onward, held
+        return _Direction(better - worse, plans, verdict, shadow_blind(pairs, self.config.validation), onward, held)
 
     def _regated(self, joint: JointReflection, plans: list[UpdatePlan], flags: dict, better: int, worse: int):
         """``plans`` and ``flags`` with the gate's decisions at the replay's confidence (:func:`replay_confidence`),
