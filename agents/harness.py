@@ -202,7 +202,8 @@ class AgentHarness:
     def shadow_replay(
         self, values: dict[str, float], n: int, skip: Sequence[tuple[int, int]] = (), rerun: bool = False
     ) -> list[ReplayPair]:
-        """Run up to ``n`` recent tasks again with ``values``: how the incumbent did and how ``values`` do, per task.
+        """Run up to ``n`` recent tasks again with ``values``: how the incumbent did and how ``values`` do, per task,
+        each pair tagged with this agent.
 
         Only tasks the current params served count: after a promotion or a rollback the older ones
         describe another incumbent. With ``rerun`` every recent task counts and the current params run
@@ -225,7 +226,9 @@ class AgentHarness:
                 again = self.executor(task, incumbent)
                 failed, confidence = again.error_code is not None, again.confidence
             result = self.executor(task, values)
-            pairs.append(ReplayPair(failed, result.error_code is not None, confidence, result.confidence))
+            pairs.append(
+                ReplayPair(failed, result.error_code is not None, confidence, result.confidence, self.spec.name)
+            )
         return pairs
 
     @ray.method(concurrency_group="control")

@@ -29,8 +29,8 @@ from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.gating import Gate
 from rrsi.hub.harnesses import Harnesses
 from rrsi.hub.metrics import HubMetrics
-from rrsi.hub.shadow import SILENT_SHARE, compare, shadow_blind, shadow_settled, shadow_verdict
-from rrsi.schema import Action, CanaryVerdict, GateDecision, ReplayPair, UpdatePlan
+from rrsi.hub.shadow import SILENT_SHARE, compare, compare_by_agent, shadow_blind, shadow_settled, shadow_verdict
+from rrsi.schema import Action, AgentUpdate, CanaryVerdict, GateDecision, HeldParam, ReplayPair, UpdatePlan
 from rrsi.store import Store
 
 __all__ = ["AWAITING_TASKS", "PlanLifecycle", "awaiting_tasks"]
@@ -105,7 +105,32 @@ class PlanLifecycle:
         self._replayed.pop(plan.plan_id, None)
         decision, verdict = shadow_verdict(pairs, self._validation(plan))
         plan = plan.model_copy(update={"canary": verdict})
-        return self.promote(plan) if decision == "promote" else self.rollback(plan)
+        return self.own_parts(plan, pairs, self._validation(plan)) if decision == "promote" else self.rollback(plan)
+
+    def own_parts(self, plan: UpdatePlan, pairs: list[ReplayPair], config: ValidationConfig) -> UpdatePlan:
+        """Promote a plan its shadow replay passed, less each agent whose own replayed tasks did no better (b ≤ c):
+        those parts are held, with their counts, and the rest must pass the same test alone or the plan is rolled
+        back (:mod:`rrsi.hub.shadow`). A plan of one agent, or replayed without agents told, is promoted whole."""
+        parts = compare_by_agent(pairs)
+        weak = {a for a, (b, c) in parts.items() if b <= c}
+        if len(plan.updates) < 2 or "" in parts or not weak or len(weak) == len(parts):
+            return self.promote(plan)
+        decision, verdict = shadow_verdict([p for p in pairs if ReplayPair(*p).agent not in weak], config)
+        out = [u for u in plan.updates if u.agent in weak]
+        held = [
+            HeldParam(
+                agent=u.agent,
+                param=k,
+                reason=f"its own shadow replay did no better ({parts[u.agent][0]} tasks better, {parts[u.agent][1]} "
+                "worse); the plan's other agents were tested without it",
+            )
+            for u in out
+            for k in u.theta_new
+            if u.theta_new[k] != u.theta_old.get(k)
+        ]
+        kept = [u for u in plan.updates if u.agent not in weak]
+        plan = plan.model_copy(update={"updates": kept, "held": [*plan.held, *held], "canary": verdict})
+        return self.promote(plan, out) if decision == "promote" else self.rollback(plan, out)
 
     def _await_tasks(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
         """A plan on silent evidence or of an onward ladder whose replay cannot decide yet (blind, or leaning
@@ -176,7 +201,7 @@ class PlanLifecycle:
         best = self._start_canary(best.model_copy(update={"plan_id": first.plan_id, "canary": verdict}))
         if onward and not ok:
             return self._judge(best, pairs)
-        return (self.promote if ok else self.rollback)(best)
+        return self.own_parts(best, pairs, config) if ok else self.rollback(best)
 
     def validate_onward(
         self, plans: list[UpdatePlan], onward: Callable[[UpdatePlan, int], list[UpdatePlan]]
@@ -318,22 +343,24 @@ class PlanLifecycle:
         versions = self.store.param_versions(agent)
         return versions[-1][0] + 1 if versions else 1
 
-    def promote(self, plan: UpdatePlan) -> UpdatePlan:
-        """Persist the plan as promoted with its param versions, then install them on the harnesses."""
+    def promote(self, plan: UpdatePlan, retired: list[AgentUpdate] = ()) -> UpdatePlan:
+        """Persist the plan as promoted with its param versions (``retired``: parts taken out of it, stored
+        rolled back), then install them on the harnesses."""
         if plan.state == "proposed":
             updates = [u.model_copy(update={"version_new": self._next_version(u.agent)}) for u in plan.updates]
             plan = plan.model_copy(update={"updates": updates})
         plan = plan.transition("promoted")
-        self.store.put_plan_with_params(plan, "promoted")
+        self.store.put_plan_with_params(plan, "promoted", retired)
         self.harnesses.install(plan)
         for u in plan.updates:
             self.metrics.drift(u.agent, self.directory.specs[u.agent].drift(u.theta_new))
         return plan
 
-    def rollback(self, plan: UpdatePlan) -> UpdatePlan:
-        """Persist the plan as rolled back, then return its agents to the last promoted params."""
+    def rollback(self, plan: UpdatePlan, retired: list[AgentUpdate] = ()) -> UpdatePlan:
+        """Persist the plan as rolled back (``retired`` too: parts taken out of it), then return its agents to the
+        last promoted params."""
         plan = plan.transition("rolled_back")
-        self.store.put_plan_with_params(plan, "rolled_back")
+        self.store.put_plan_with_params(plan, "rolled_back", retired)
         self.reconcile([u.agent for u in plan.updates])
         return plan
 

@@ -24,6 +24,13 @@ more tasks too, and where the harnesses hold too few yet, the plan waits for the
 and is replayed again as they arrive, under the same sequential test
 (:meth:`~rrsi.hub.lifecycle.PlanLifecycle.validate`). Only a plan still blind on ``shadow_max_tasks``
 tasks is judged on live traffic instead, by the traces it serves.
+
+A plan of several agents is replayed agent by agent, each on its own recent tasks. When it passes,
+only the agents whose own tasks did better (b > c) keep their part: another agent's part, which did
+no better where it alone could show, is taken out and listed as held with its counts, and the rest is
+tested again alone under the same test; it is promoted only if that passes too (so the chance of
+promoting a plan no better than the incumbent stays at most α) and rolled back otherwise
+(:meth:`~rrsi.hub.lifecycle.PlanLifecycle.own_parts`).
 """
 
 from __future__ import annotations
@@ -34,7 +41,15 @@ from rrsi.hub.canary import Decision
 from rrsi.schema import CanaryVerdict, ReplayPair
 from rrsi.stats import sign_test
 
-__all__ = ["SILENT_SHARE", "compare", "shadow_blind", "shadow_passes", "shadow_settled", "shadow_verdict"]
+__all__ = [
+    "SILENT_SHARE",
+    "compare",
+    "compare_by_agent",
+    "shadow_blind",
+    "shadow_passes",
+    "shadow_settled",
+    "shadow_verdict",
+]
 
 SILENT_SHARE = 0.5  # from this share on, a plan's evidence is silent
 
@@ -53,6 +68,12 @@ def compare(pairs: list[ReplayPair]) -> tuple[int, int]:
     """(b, c): the replayed tasks on which the candidate did better and worse than the incumbent."""
     signs = [_better(ReplayPair(*p)) for p in pairs]
     return signs.count(1), signs.count(-1)
+
+
+def compare_by_agent(pairs: list[ReplayPair]) -> dict[str, tuple[int, int]]:
+    """:func:`compare` of each agent's own replayed tasks (pairs not tagged with an agent under "")."""
+    agents = dict.fromkeys(ReplayPair(*p).agent for p in pairs)
+    return {a: compare([p for p in pairs if ReplayPair(*p).agent == a]) for a in agents}
 
 
 def shadow_blind(pairs: list[ReplayPair], config: ValidationConfig) -> bool:

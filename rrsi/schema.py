@@ -1,8 +1,7 @@
-"""The shared vocabulary: pydantic v2 models every component speaks.
+"""The shared vocabulary: pydantic v2 models every component speaks; every name of ``__all__`` imports from here.
 
-Agents and their parameters, step records and traces, attributions and incidents, and update plans live
-here; the model base and :func:`validate` in :mod:`rrsi.schema_base`, reflections in :mod:`rrsi.reflection`.
-Every name of ``__all__`` imports from here."""
+Agents and their parameters, step records and traces, attributions and incidents, and update plans live here;
+the model base and :func:`validate` in :mod:`rrsi.schema_base`, reflections in :mod:`rrsi.reflection`."""
 
 from __future__ import annotations
 
@@ -322,12 +321,13 @@ class CanaryVerdict(_Model):
 
 
 class ReplayPair(NamedTuple):
-    """A recent task run again in shadow: incumbent and candidate outcomes, confidences as steps give them (or None)."""
+    """A task run again in shadow: both outcomes, confidences as steps give them (or None), its agent (or "")."""
 
     incumbent_failed: bool
     candidate_failed: bool
     incumbent_confidence: float | None = None
     candidate_confidence: float | None = None
+    agent: str = ""
 
 
 # parked: a canary its candidate got no traffic for, set aside with the reason (rrsi.hub.canary_stall)

@@ -20,13 +20,13 @@ import json
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 from rrsi.errors import StoreError
 from rrsi.held_rows import SCHEMA_V4, HeldRecord, HeldRows, write_held, write_letters
 from rrsi.new_rows import UPSERT_OUTCOME, Stored, changed_outcomes, new_records, outcome_row, record_row
-from rrsi.schema import AgentSpec, Incident, JointReflection, StepRecord, TraceOutcome, UpdatePlan
+from rrsi.schema import AgentSpec, AgentUpdate, Incident, JointReflection, StepRecord, TraceOutcome, UpdatePlan
 
 __all__ = ["Store", "Stored", "ParamVersion", "SAMPLE_STATES", "SCHEMA_VERSION"]
 
@@ -277,12 +277,13 @@ class Store(HeldRows):
         rows = [(plan.plan_id, plan.incident_id, plan.state, plan.created_at, plan.model_dump_json())]
         self._write("INSERT OR REPLACE INTO plans VALUES (?,?,?,?,?)", rows)
 
-    def put_plan_with_params(self, plan: UpdatePlan, params_state: str) -> None:
-        """Persist a plan and its agents' new param versions (in ``params_state``) atomically."""
+    def put_plan_with_params(self, plan: UpdatePlan, params_state: str, retired: Sequence[AgentUpdate] = ()) -> None:
+        """Persist a plan and its agents' new param versions (in ``params_state``) atomically; ``retired``: parts
+        taken out of the plan, whose versions are stored ``rolled_back`` in the same transaction."""
         now = time.time()
         versions = [
             (u.agent, u.version_new, params_state, plan.plan_id, now, json.dumps(u.theta_new)) for u in plan.updates
-        ]
+        ] + [(u.agent, u.version_new, "rolled_back", plan.plan_id, now, json.dumps(u.theta_new)) for u in retired]
         self._transaction(
             [
                 ("INSERT OR REPLACE INTO param_versions VALUES (?,?,?,?,?,?)", versions),

@@ -110,20 +110,20 @@ def test_the_harness_replays_with_the_confidence_it_served():
         harness.run(Task(task_id=f"t-{i}", trace_id=f"tr-{i}"))
     pairs = harness.shadow_replay({"bar": 0.7}, 4)
     assert [tuple(p) for p in pairs] == [
-        (False, False, 0.3, 0.9),
-        (False, False, 0.9, 0.9),
-        (False, False, 0.3, 0.9),
-        (False, False, 0.9, 0.9),
+        (False, False, 0.3, 0.9, "scorer"),
+        (False, False, 0.9, 0.9, "scorer"),
+        (False, False, 0.3, 0.9, "scorer"),
+        (False, False, 0.9, 0.9, "scorer"),
     ]
     # once other params are promoted, the tasks the old ones served no longer describe the incumbent
     harness.set_params(1, {"bar": 0.7})
     assert harness.shadow_replay({"bar": 0.9}, 4) == []
     # unless the incumbent runs them again beside the candidate
     assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4, rerun=True)] == [
-        (False, False, 0.9, 0.3),
-        (False, False, 0.9, 0.9),
-        (False, False, 0.9, 0.3),
-        (False, False, 0.9, 0.9),
+        (False, False, 0.9, 0.3, "scorer"),
+        (False, False, 0.9, 0.9, "scorer"),
+        (False, False, 0.9, 0.3, "scorer"),
+        (False, False, 0.9, 0.9, "scorer"),
     ]
     harness.run(Task(task_id="t-6", trace_id="tr-6"))
-    assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4)] == [(False, False, 0.9, 0.3)]
+    assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4)] == [(False, False, 0.9, 0.3, "scorer")]
