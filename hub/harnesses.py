@@ -50,16 +50,15 @@ class Harnesses:
         self, plan: UpdatePlan, n: int, skip: list[tuple[int, int]] = (), rerun: bool = False
     ) -> list[ReplayPair]:
         """Up to ``n`` recent tasks per agent replayed with the plan's params, agents in plan order, each pair
-        tagged with its agent; tasks in a canary slot of ``skip`` left out; with ``rerun`` the current params run
-        again beside them (:meth:`~rrsi.agents.harness.AgentHarness.shadow_replay`)."""
+        tagged with its agent by its harness; tasks in a canary slot of ``skip`` left out; with ``rerun`` the
+        current params run again beside them (:meth:`~rrsi.agents.harness.AgentHarness.shadow_replay`)."""
         handles = self._handles(u.agent for u in plan.updates)
-        agents = [u.agent for u in plan.updates if u.agent in handles]
         refs = [
             handles[u.agent].shadow_replay.remote(u.theta_new, n, list(skip), rerun)
             for u in plan.updates
             if u.agent in handles
         ]
-        return [ReplayPair(*pair[:4], agent) for agent, pairs in zip(agents, _get_all(refs)) for pair in pairs]
+        return [pair for pairs in _get_all(refs) for pair in pairs]
 
     def push_candidates(self, plan: UpdatePlan) -> None:
         """Serve each agent's candidate of a canary plan to the tasks of the plan's canary slot."""

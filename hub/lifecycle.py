@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rrsi.canary_slots import CanarySlot, free_slot
 from rrsi.config import HubConfig, ValidationConfig
@@ -103,9 +103,10 @@ class PlanLifecycle:
 
     def _settle(self, plan: UpdatePlan, pairs: list[ReplayPair]) -> UpdatePlan:
         self._replayed.pop(plan.plan_id, None)
-        decision, verdict = shadow_verdict(pairs, self._validation(plan))
+        config = self._validation(plan)
+        decision, verdict = shadow_verdict(pairs, config)
         plan = plan.model_copy(update={"canary": verdict})
-        return self.own_parts(plan, pairs, self._validation(plan)) if decision == "promote" else self.rollback(plan)
+        return self.own_parts(plan, pairs, config) if decision == "promote" else self.rollback(plan)
 
     def own_parts(self, plan: UpdatePlan, pairs: list[ReplayPair], config: ValidationConfig) -> UpdatePlan:
         """Promote a plan its shadow replay passed, less each agent whose own replayed tasks did no better (b ≤ c):
@@ -343,7 +344,7 @@ class PlanLifecycle:
         versions = self.store.param_versions(agent)
         return versions[-1][0] + 1 if versions else 1
 
-    def promote(self, plan: UpdatePlan, retired: list[AgentUpdate] = ()) -> UpdatePlan:
+    def promote(self, plan: UpdatePlan, retired: Sequence[AgentUpdate] = ()) -> UpdatePlan:
         """Persist the plan as promoted with its param versions (``retired``: parts taken out of it, stored
         rolled back), then install them on the harnesses."""
         if plan.state == "proposed":
@@ -356,7 +357,7 @@ class PlanLifecycle:
             self.metrics.drift(u.agent, self.directory.specs[u.agent].drift(u.theta_new))
         return plan
 
-    def rollback(self, plan: UpdatePlan, retired: list[AgentUpdate] = ()) -> UpdatePlan:
+    def rollback(self, plan: UpdatePlan, retired: Sequence[AgentUpdate] = ()) -> UpdatePlan:
         """Persist the plan as rolled back (``retired`` too: parts taken out of it), then return its agents to the
         last promoted params."""
         plan = plan.transition("rolled_back")
