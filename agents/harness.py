@@ -95,8 +95,9 @@ class AgentHarness:
         self.config = config or HarnessConfig()
         self.candidate: tuple[int, dict[str, float], tuple[int, int]] | None = None  # version, values, slot
         self._params_lock = threading.Lock()  # run() reads params while the hub's calls install them
-        # (task, failed, confidence, version) as the incumbent served it: what a shadow replay compares against
-        self.recent: deque[tuple[Task, bool, float | None, int]] = deque(maxlen=self.config.replay_buffer)
+        # (task, failed, confidence, version, start) as the incumbent served it: what a shadow replay compares against
+        self.recent: deque[tuple[Task, bool, float | None, int, float]] = deque(maxlen=self.config.replay_buffer)
+        self.replay_since = float("-inf")  # tasks served before it describe a world that has moved (forget_before)
         # the single-agent loop reflects on these; bounded, since under the hub nothing ever consumes them
         self.failures: deque[StepRecord] = deque(maxlen=self.config.failures_kept)
         self.shipper = self._shipper() if hub is not None and sink is None else None
@@ -156,7 +157,7 @@ class AgentHarness:
         )
         self._ship(record)
         if version == self.params.version:
-            self.recent.append((task, result.error_code is not None, result.confidence, version))
+            self.recent.append((task, result.error_code is not None, result.confidence, version, start))
         return StepOutcome(step_id=step_id, output=result.output, error_code=result.error_code, truth=result.truth)
 
     def _ship(self, record: StepRecord) -> None:
@@ -209,7 +210,7 @@ class AgentHarness:
         describe another incumbent. With ``rerun`` every recent task counts and the current params run
         it again beside ``values``, so a step onward from a promotion is judged on the tasks that judged
         it. Tasks in a canary slot of ``skip`` are left out: another plan's candidate may have served
-        them upstream.
+        them upstream, and so are tasks served before :meth:`forget_before`'s time.
 
         Nothing is recorded or shipped: a shadow run only informs the hub's promotion test. Use it
         with executors whose calls have no side effects (the simulator's are pure functions of the
@@ -219,7 +220,9 @@ class AgentHarness:
         version, incumbent = self.params.version, self.params.values
         pairs = []
         served = [
-            (t, f, c) for t, f, c, v in self.recent if (rerun or v == version) and not in_any_slot(t.task_id, skip)
+            (t, f, c)
+            for t, f, c, v, start in list(self.recent)
+            if (rerun or v == version) and start >= self.replay_since and not in_any_slot(t.task_id, skip)
         ]
         for task, failed, confidence in served[-n:]:
             if rerun:
@@ -230,6 +233,14 @@ class AgentHarness:
                 ReplayPair(failed, result.error_code is not None, confidence, result.confidence, self.spec.name)
             )
         return pairs
+
+    @ray.method(concurrency_group="control")
+    def forget_before(self, since: float) -> int:
+        """Replay no task served before ``since`` (wall-clock seconds, as records' timestamps): the hub found this
+        agent's world moved then (:mod:`rrsi.hub.drift_watch`), and a task from before judges a candidate by the
+        world as it was. Returns how many recent tasks are still replayable."""
+        self.replay_since = max(self.replay_since, since)
+        return sum(1 for *_, start in list(self.recent) if start >= self.replay_since)
 
     @ray.method(concurrency_group="control")
     def rollback(self, version: int) -> int:

@@ -2,7 +2,8 @@
 
 In order: bring live harnesses to the store's params (on the first pass, then every
 ``RECONCILE_EVERY_S``); act on human approvals and on canaries; re-open the analysis of agents
-whose promoted params regressed (:mod:`rrsi.hub.drift_watch`); take the failing traces
+whose promoted params regressed (:mod:`rrsi.hub.drift_watch`), their harnesses replaying in shadow
+only the tasks served since; take the failing traces
 waiting since the last pass, group them into incidents and run each through the incident
 pipeline; label and retrain the LM Reflector when due. An incident whose pipeline raises is
 logged and counted, and its traces are queued again (then parked; :mod:`rrsi.hub.ingest`),
@@ -66,6 +67,7 @@ class AnalysisPass:
         for agent, regression in self.watch.regressed().items():
             log.info("drift watch: %s regressed (%s); evidence before %.0f no longer counts", agent, *regression)
             self.pipeline.reopen(agent, regression.since, widen=regression.own_steps)
+            self.lifecycle.harnesses.forget_before(agent, regression.since)
         traces = self._pending_traces()
         for group in self._groups(traces):
             self._run_group(group, report)

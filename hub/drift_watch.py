@@ -12,10 +12,10 @@ agent's failed steps or, where its own steps hardly fail visibly, the failed tra
 part in (visible or by outcome, :meth:`~rrsi.store.Store.trace_failures`), whichever tells the
 two windows apart more surely. With at least ``canary_min_sample`` on each side and the
 smaller p below ``canary_alpha``/2 (Bonferroni over the two counts) the version regressed:
-the agent's analysis is re-opened — evidence gathered before the window no longer counts (it
-describes the world before the shift) — and the loop moves it again through the usual
-reflection, joint solve, gate and validation, so the move stays bounded. The watch then
-starts over from the regressed window.
+the agent's analysis is re-opened — evidence gathered before the window no longer counts, nor
+do the tasks served before it in shadow replays (both describe the world before the shift) —
+and the loop moves it again through the usual reflection, joint solve, gate and validation, so
+the move stays bounded. The watch then starts over from the regressed window.
 
 An agent re-opened because its own steps fail more has a param that is off, often by more than
 one ordinary step, and a small step's gain is hard to tell from noise: its next action without

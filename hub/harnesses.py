@@ -60,6 +60,13 @@ class Harnesses:
         ]
         return [pair for pairs in _get_all(refs) for pair in pairs]
 
+    def forget_before(self, agent: str, since: float) -> int | None:
+        """``agent``'s harness replays no task served before ``since``
+        (:meth:`~rrsi.agents.harness.AgentHarness.forget_before`); how many it still can, None when it is not
+        running."""
+        handle = self.handle(agent)
+        return None if handle is None else _reached(agent, handle.forget_before.remote(since))
+
     def push_candidates(self, plan: UpdatePlan) -> None:
         """Serve each agent's candidate of a canary plan to the tasks of the plan's canary slot."""
         handles = self._handles(u.agent for u in plan.updates)

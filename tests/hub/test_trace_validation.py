@@ -127,3 +127,27 @@ def test_the_harness_replays_with_the_confidence_it_served():
     ]
     harness.run(Task(task_id="t-6", trace_id="tr-6"))
     assert [tuple(p) for p in harness.shadow_replay({"bar": 0.2}, 4)] == [(False, False, 0.9, 0.3, "scorer")]
+
+
+def test_a_harness_replays_no_task_served_before_the_world_moved(monkeypatch):
+    spec = AgentSpec(
+        name="ranker",
+        params=[ParamSpec(name="cut", low=0.0, high=1.0, init=0.3, risk="low", error_code="RANK_CUT_001")],
+    )
+
+    def executor(task, params):
+        wrong = abs(params["cut"] - task.inputs["optimum"]) > 0.2
+        return ExecutionResult(output={}, scratchpad="ranked", error_code="RANK_CUT_001" if wrong else None)
+
+    now = {"t": 0.0}
+    monkeypatch.setattr("rrsi.agents.harness.time.time", lambda: now["t"])
+    harness = AgentHarness(spec, executor, [])
+    for i in range(6):
+        now["t"] = float(i)  # the optimum moved at the fifth task, served at time 4
+        harness.run(Task(task_id=f"t-{i}", trace_id=f"tr-{i}", inputs={"optimum": 0.8 if i < 4 else 0.0}))
+    # before the hub knows, a step toward the old optimum wins its replay on the tasks of the old world
+    assert compare(harness.shadow_replay({"cut": 0.8}, 10)) == (4, 0)
+    assert harness.forget_before(4.0) == 2
+    assert compare(harness.shadow_replay({"cut": 0.8}, 10)) == (0, 0)
+    assert compare(harness.shadow_replay({"cut": 0.1}, 10)) == (2, 0)
+    assert harness.forget_before(1.0) == 2  # a later call never brings older tasks back
