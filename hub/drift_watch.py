@@ -11,8 +11,9 @@ same version had before (from the pass it was first seen current):
 agent's failed steps or, where its own steps hardly fail visibly, the failed traces it took
 part in (visible or by outcome, :meth:`~rrsi.store.Store.trace_failures`), whichever tells the
 two windows apart more surely. With at least ``canary_min_sample`` on each side and the
-smaller p below ``canary_alpha``/2 (Bonferroni over the two counts) the version regressed:
-the agent's analysis is re-opened — evidence gathered before the window no longer counts, nor
+smaller p below ``canary_alpha`` / 2k (Bonferroni over the two counts and the k agents watched at
+the pass: a pass re-opens any agent whose world did not move with chance at most α) the version
+regressed: the agent's analysis is re-opened — evidence gathered before the window no longer counts, nor
 do the tasks served before it in shadow replays (both describe the world before the shift) —
 and the loop moves it again through the usual reflection, joint solve, gate and validation, so
 the move stays bounded. The watch then starts over from the regressed window.
@@ -69,7 +70,7 @@ class DriftWatch:
         last, self._last = self._last, now
         if last is None:
             return {}
-        out = {}
+        watched = []
         for agent in self.directory.specs:
             if self.store.latest_promoted(agent) is None:
                 continue
@@ -78,14 +79,18 @@ class DriftWatch:
             if start is None or start[0] != version:
                 self._start[agent] = (version, last)
                 continue
-            regression = self._worse(agent, version, start[1], last)
+            watched.append((agent, version, start[1]))
+        out = {}
+        for agent, version, since in watched:
+            regression = self._worse(agent, version, since, last, len(watched))
             if regression is not None:
                 out[agent] = regression
                 self._start[agent] = (version, last)
         return out
 
-    def _worse(self, agent: str, version: int, since: float, last: float) -> Regression | None:
-        """Whether the window from ``last`` fails more than ``since``…``last``, by steps or by traces."""
+    def _worse(self, agent: str, version: int, since: float, last: float, watched: int) -> Regression | None:
+        """Whether the window from ``last`` fails more than ``since``…``last``, by steps or by traces, at α over the
+        counts tested and the ``watched`` agents."""
         pvalues = {}
         for own, count in (
             (True, lambda t: self.store.outcomes(agent, version, t)),
@@ -95,7 +100,7 @@ class DriftWatch:
             before = _minus(count(since), recent)
             if min(recent[0], before[0]) >= self.config.canary_min_sample:
                 pvalues[own] = two_proportion_p(before, recent)
-        found = [own for own, p in pvalues.items() if p < self.config.canary_alpha / len(pvalues)]
+        found = [own for own, p in pvalues.items() if p < self.config.canary_alpha / (len(pvalues) * watched)]
         return Regression(since=last, own_steps=True in found) if found else None
 
 

@@ -92,3 +92,19 @@ def test_a_reopened_agent_steps_by_the_trust_region_halved_at_each_rollback():
     wide.open("up", 1)
     assert wide.step({"up"}, {"up": (2, {})}) == 0.1  # its params moved since: closed
     assert wide.step({"up"}, current) == 0.1
+
+
+def test_the_watch_tests_each_agent_at_alpha_over_the_agents_it_watches():
+    def regressed_at_round_4(watch_down: bool) -> dict:
+        store, watch = _watched()
+        if watch_down:
+            store.put_params("down", 1, {"length": 0.5}, "promoted", "p")
+        watch.regressed(now=0.5)
+        for rnd in (1, 2, 3):
+            _round(store, rnd, up_failures=3)
+            watch.regressed(now=rnd + 0.5)
+        _round(store, 4, up_failures=8)  # p = 0.016 on each count: below α/2, above α/4
+        return watch.regressed(now=4.5)
+
+    assert regressed_at_round_4(watch_down=False) == {"up": (3.5, True)}
+    assert regressed_at_round_4(watch_down=True) == {}
