@@ -1,22 +1,31 @@
 """Drift watch: a promoted param keeps being watched after its plan settled.
 
 What was right last week drifts (the hidden optimum moves: a data or traffic shift). For every
-agent whose params were promoted at least once, each pass compares the failure rate of its
-current version in the newest window (its steps since the previous pass) with the rate the
-same version had before (from the pass it was first seen current):
+agent whose params were promoted at least once, the watch compares the failure rate of its
+current version in the newest window with the rate the same version had before (from the pass it
+was first seen current):
 
     p = P(Z ≥ (f̂ʳ − f̂ᵉ)/√V),   V = p̄(1 − p̄)(1/nᵉ + 1/nʳ)
 
 (one-sided two-proportion test, :func:`~rrsi.hub.canary.two_proportion_p`), counting an
 agent's failed steps or, where its own steps hardly fail visibly, the failed traces it took
 part in (visible or by outcome, :meth:`~rrsi.store.Store.trace_failures`), whichever tells the
-two windows apart more surely. With at least ``canary_min_sample`` on each side and the
-smaller p below ``canary_alpha`` / 2k (Bonferroni over the two counts and the k agents watched at
-the pass: a pass re-opens any agent whose world did not move with chance at most α) the version
-regressed: the agent's analysis is re-opened — evidence gathered before the window no longer counts, nor
-do the tasks served before it in shadow replays (both describe the world before the shift) —
-and the loop moves it again through the usual reflection, joint solve, gate and validation, so
-the move stays bounded. The watch then starts over from the regressed window.
+two windows apart more surely. The newest window grows over passes until one of the two counts
+holds at least ``canary_min_sample`` on each side (a hub that analyses every few seconds sees a
+few steps per pass); it is then tested, and the next window starts. The watch of one version is a
+sequence of such looks, and the level is spent across them: the j-th look tests at
+
+    α_j = canary_alpha / (2k) · 1/(j(j + 1)),   Σ_j 1/(j(j + 1)) = 1
+
+(Bonferroni over the two counts, the k agents watched at the pass and, by the union bound, the
+looks: the α-spending view of group-sequential tests, Lan & DeMets 1983, with a spending of
+α/(j(j + 1)) at look j), so a version whose world never moves is re-opened with chance at most α
+over all its looks, however long it is watched. A look's smaller p below α_j means the version
+regressed: the agent's analysis is re-opened — evidence gathered before the window no longer
+counts, nor do the tasks served before it in shadow replays (both describe the world before the
+shift) — and the loop moves it again through the usual reflection, joint solve, gate and
+validation, so the move stays bounded. The watch then starts over from the regressed window, at
+look 1.
 
 An agent re-opened because its own steps fail more has a param that is off, often by more than
 one ordinary step, and a small step's gain is hard to tell from noise: its next action without
@@ -46,8 +55,23 @@ class Regression(NamedTuple):
     own_steps: bool
 
 
+class _Watch(NamedTuple):
+    """The watch of one agent's ``version``: evidence from ``since``, the newest window from ``window``, after
+    ``looks`` tests."""
+
+    version: int
+    since: float
+    window: float
+    looks: int
+
+
 def _minus(total: tuple[int, int], part: tuple[int, int]) -> tuple[int, int]:
     return total[0] - part[0], total[1] - part[1]
+
+
+def look_level(alpha: float, look: int) -> float:
+    """The level spent at the ``look``-th test of a sequence whose levels sum to ``alpha``: α/(j(j + 1))."""
+    return alpha / (look * (look + 1))
 
 
 class DriftWatch:
@@ -55,13 +79,13 @@ class DriftWatch:
 
     Args:
         store: records, outcomes and param versions.
-        config: ``canary_min_sample`` (per window) and ``canary_alpha`` (the test's level).
+        config: ``canary_min_sample`` (per window) and ``canary_alpha`` (the level over all looks at a version).
         directory: the registered agents and their current params.
     """
 
     def __init__(self, store: Store, config: ValidationConfig, directory: AgentDirectory) -> None:
         self.store, self.config, self.directory = store, config, directory
-        self._start: dict[str, tuple[int, float]] = {}  # agent → (version watched, since when)
+        self._watches: dict[str, _Watch] = {}
         self._last: float | None = None
 
     def regressed(self, now: float | None = None) -> dict[str, Regression]:
@@ -75,33 +99,44 @@ class DriftWatch:
             if self.store.latest_promoted(agent) is None:
                 continue
             version = self.directory.current_params(agent)[0]
-            start = self._start.get(agent)
-            if start is None or start[0] != version:
-                self._start[agent] = (version, last)
-                continue
-            watched.append((agent, version, start[1]))
+            watch = self._watches.get(agent)
+            if watch is None or watch.version != version:
+                self._watches[agent] = _Watch(version, since=last, window=now, looks=0)
+            else:
+                watched.append(agent)
         out = {}
-        for agent, version, since in watched:
-            regression = self._worse(agent, version, since, last, len(watched))
-            if regression is not None:
-                out[agent] = regression
-                self._start[agent] = (version, last)
+        for agent in watched:
+            watch = self._watches[agent]
+            pvalues = self._pvalues(agent, watch)
+            if pvalues is None:
+                continue  # the window grows until it can be tested
+            if not pvalues:  # the window joins the evidence before it, untested
+                self._watches[agent] = watch._replace(window=now)
+                continue
+            level = look_level(self.config.canary_alpha / (len(pvalues) * len(watched)), watch.looks + 1)
+            found = [own for own, p in pvalues.items() if p < level]
+            if found:
+                out[agent] = Regression(since=watch.window, own_steps=True in found)
+                self._watches[agent] = _Watch(watch.version, since=watch.window, window=now, looks=0)
+            else:
+                self._watches[agent] = watch._replace(window=now, looks=watch.looks + 1)
         return out
 
-    def _worse(self, agent: str, version: int, since: float, last: float, watched: int) -> Regression | None:
-        """Whether the window from ``last`` fails more than ``since``…``last``, by steps or by traces, at α over the
-        counts tested and the ``watched`` agents."""
-        pvalues = {}
+    def _pvalues(self, agent: str, watch: _Watch) -> dict[bool, float] | None:
+        """The p-value of each count (own steps, traces taken part in) with ``canary_min_sample`` on both sides of
+        the newest window; None while the window is too small for either. A window large enough whose evidence
+        before is not joins that evidence: {} (nothing tested, the next window starts)."""
+        pvalues, grown = {}, False
         for own, count in (
-            (True, lambda t: self.store.outcomes(agent, version, t)),
-            (False, lambda t: self.store.trace_failures([(agent, version)], t)),
+            (True, lambda t: self.store.outcomes(agent, watch.version, t)),
+            (False, lambda t: self.store.trace_failures([(agent, watch.version)], t)),
         ):
-            recent = count(last)
-            before = _minus(count(since), recent)
+            recent = count(watch.window)
+            before = _minus(count(watch.since), recent)
+            grown = grown or recent[0] >= self.config.canary_min_sample
             if min(recent[0], before[0]) >= self.config.canary_min_sample:
                 pvalues[own] = two_proportion_p(before, recent)
-        found = [own for own, p in pvalues.items() if p < self.config.canary_alpha / (len(pvalues) * watched)]
-        return Regression(since=last, own_steps=True in found) if found else None
+        return pvalues if grown else None
 
 
 class WideSteps:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 from rrsi.config import UpdateConfig, ValidationConfig
 from rrsi.hub.directory import AgentDirectory
-from rrsi.hub.drift_watch import DriftWatch, WideSteps
+from rrsi.hub.drift_watch import DriftWatch, WideSteps, look_level
 from rrsi.schema import AgentUpdate, UpdatePlan
 from rrsi.store import Store
 from tests.helpers import DOWN, UP, step
@@ -95,16 +97,50 @@ def test_a_reopened_agent_steps_by_the_trust_region_halved_at_each_rollback():
 
 
 def test_the_watch_tests_each_agent_at_alpha_over_the_agents_it_watches():
-    def regressed_at_round_4(watch_down: bool) -> dict:
+    def regressed_at_round_2(watch_down: bool) -> dict:
         store, watch = _watched()
         if watch_down:
             store.put_params("down", 1, {"length": 0.5}, "promoted", "p")
         watch.regressed(now=0.5)
-        for rnd in (1, 2, 3):
-            _round(store, rnd, up_failures=3)
-            watch.regressed(now=rnd + 0.5)
-        _round(store, 4, up_failures=8)  # p = 0.016 on each count: below α/2, above α/4
-        return watch.regressed(now=4.5)
+        _round(store, 1, up_failures=3)
+        watch.regressed(now=1.5)
+        _round(store, 2, up_failures=12)  # p = 0.0078 on each count at the first look: below α/4 · ½, above α/8 · ½
+        return watch.regressed(now=2.5)
 
-    assert regressed_at_round_4(watch_down=False) == {"up": (3.5, True)}
-    assert regressed_at_round_4(watch_down=True) == {}
+    assert regressed_at_round_2(watch_down=False) == {"up": (1.5, True)}
+    assert regressed_at_round_2(watch_down=True) == {}
+
+
+def test_the_watch_spends_its_level_across_looks():
+    assert sum(look_level(0.05, j) for j in range(1, 10_000)) < 0.05
+    store, watch = _watched()
+    watch.regressed(now=0.5)
+    for rnd in (1, 2, 3):
+        _round(store, rnd, up_failures=3)
+        watch.regressed(now=rnd + 0.5)
+    _round(store, 4, up_failures=9)  # p = 0.006 at the third look: above α/4 · 1/12, where α/4 would find it
+    assert watch.regressed(now=4.5) == {}
+    _round(store, 5, up_failures=20)  # p < 1e-4 at the fourth: found, whatever the looks before
+    assert watch.regressed(now=5.5) == {"up": (4.5, True)}
+
+
+def test_a_version_that_never_regresses_is_rarely_reopened_however_long_it_is_watched():
+    rng = random.Random(7)
+    reopened = 0
+    for _ in range(40):
+        store, watch = _watched()
+        watch.regressed(now=0.5)
+        for rnd in range(1, 26):
+            _round(store, rnd, up_failures=sum(rng.random() < 0.05 for _ in range(100)))
+            reopened += bool(watch.regressed(now=rnd + 0.5))
+    assert reopened <= 2  # α = 0.05 over 40 versions of 24 looks: about 2 expected; α/4 at every look gives ~28
+
+
+def test_a_window_grows_over_passes_until_it_can_be_tested():
+    store, watch = _watched()
+    watch.regressed(now=0.5)
+    found = {}
+    for rnd in range(1, 16):  # a pass every 20 steps: no single pass's window reaches canary_min_sample
+        _round(store, rnd, up_failures=1 if rnd <= 10 else 8, n=20)
+        found |= watch.regressed(now=rnd + 0.5)
+    assert found == {"up": (10.5, True)}
