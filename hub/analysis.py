@@ -21,6 +21,8 @@ class AnalysisReport(_Model):
         retraining: the LM retrainer's status, when retraining is on.
         retrained: the adapter a finished retraining swapped in during this pass.
         errors: incidents whose analysis failed in this pass (their traces are retried, then parked).
+        regressed: agents whose promoted version the drift watch found failing more in this pass, each with the
+            time (Unix seconds) from which its evidence and replayed tasks count.
     """
 
     attribution_model: str
@@ -31,6 +33,7 @@ class AnalysisReport(_Model):
     retraining: dict | None = None
     retrained: str | None = None
     errors: list[str] = Field(default_factory=list)
+    regressed: dict[str, float] = Field(default_factory=dict)
 
     def agents_by_state(self) -> dict[str, list[str]]:
         """The agents of this pass's plans, grouped by the state each plan reached."""

@@ -68,6 +68,8 @@ class AnalysisPass:
             log.info("drift watch: %s regressed (%s); evidence before %.0f no longer counts", agent, *regression)
             self.pipeline.reopen(agent, regression.since, widen=regression.own_steps)
             self.lifecycle.harnesses.forget_before(agent, regression.since)
+            report.regressed[agent] = regression.since
+            self.metrics.regressed(agent)
         traces = self._pending_traces()
         for group in self._groups(traces):
             self._run_group(group, report)

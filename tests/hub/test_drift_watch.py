@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import random
+import time
 
 from rrsi.config import UpdateConfig, ValidationConfig
 from rrsi.hub.directory import AgentDirectory
 from rrsi.hub.drift_watch import DriftWatch, WideSteps, look_level
+from rrsi.hub.hub import ReflectionHub
 from rrsi.schema import AgentUpdate, UpdatePlan
 from rrsi.store import Store
-from tests.helpers import DOWN, UP, step
+from tests.helpers import DOWN, UP, step, up_failure
 
 
 def _round(store: Store, rnd: int, up_failures: int, n: int = 100, version: int = 1) -> None:
@@ -144,3 +146,22 @@ def test_a_window_grows_over_passes_until_it_can_be_tested():
         _round(store, rnd, up_failures=1 if rnd <= 10 else 8, n=20)
         found |= watch.regressed(now=rnd + 0.5)
     assert found == {"up": (10.5, True)}
+
+
+def test_a_hub_pass_reports_the_agents_its_watch_reopened_and_cuts_their_evidence(tmp_path):
+    hub = ReflectionHub(str(tmp_path / "hub.sqlite"), {"validation": "none"})
+    hub.register_agent(UP)
+    hub.register_agent(DOWN)
+    hub.store.put_params("up", 1, {"strict": 0.5}, "promoted", "p")
+    early = up_failure("old", ts=time.time())
+    hub.pipeline.evidence["up"] = {early.record_id: early}
+    assert hub.analyze().regressed == {}  # starts the clock
+    assert hub.analyze().regressed == {}  # up's version first seen
+    _round(hub.store, time.time(), up_failures=3)
+    assert hub.analyze().regressed == {}  # nothing before the window yet: it joins the evidence before
+    start = time.time()
+    _round(hub.store, start, up_failures=20)
+    report = hub.analyze()
+    assert list(report.regressed) == ["up"] and early.timestamp < report.regressed["up"] <= start
+    assert hub.pipeline.evidence["up"] == {}  # the evidence from before the window no longer counts
+    hub.close()
