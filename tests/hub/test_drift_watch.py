@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import time
+from pathlib import Path
 
 from rrsi.config import UpdateConfig, ValidationConfig
 from rrsi.hub.directory import AgentDirectory
@@ -165,3 +167,17 @@ def test_a_hub_pass_reports_the_agents_its_watch_reopened_and_cuts_their_evidenc
     assert list(report.regressed) == ["up"] and early.timestamp < report.regressed["up"] <= start
     assert hub.pipeline.evidence["up"] == {}  # the evidence from before the window no longer counts
     hub.close()
+
+
+def test_the_drift_watch_bench_finds_a_shift_and_restores_the_hubs_level():
+    path = Path(__file__).resolve().parents[2] / "bench" / "drift_watch.py"
+    spec = importlib.util.spec_from_file_location("drift_watch_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    config = ValidationConfig(canary_min_sample=50, canary_alpha=0.05)
+    rounds = [5] * 5 + [30] * 3  # round r is look r - 1: the rate sextuples at look 5
+    assert bench.looks_to_find(rounds, 100, config, spent=True) == 5
+    assert bench.looks_to_find([5] * 8, 100, config, spent=False) is None
+    assert bench.looks_to_find([2, 9, 2, 2], 100, config, spent=False) == 1  # p = 0.015: below α/2,
+    assert bench.looks_to_find([2, 9, 2, 2], 100, config, spent=True) is None  # above α/2 · ½
+    assert look_level(0.05, 2) == 0.05 / 6  # the baseline's patch undone
