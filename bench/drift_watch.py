@@ -7,9 +7,10 @@ Each simulated version of a promoted agent serves ``--steps`` steps (one-step tr
 so every pass's window can be tested. A/A: each step fails at ``--base`` for the whole run; the share of versions
 the watch re-opens within ``--looks`` looks is its false re-opening rate. A/B: from look ``--shift-at`` on each step
 fails at ``--shifted``; the share of versions found at the first look after the shift, within two and within three,
-and the mean looks it took (a version not found counting one more than the looks left). Two watches on the same
-draws: the hub's, whose j-th look tests at α / 2 · 1/(j(j + 1)), and the same watch testing every look at α / 2 (its
-level before it was spent across looks).
+and the mean looks it took (a version not found counting one more than the looks left). Three watches on the same
+draws: the hub's (the newest window and the spans of the newest 2, 4, 8, … windows, its j-th look testing each of
+its m spans at α / 2m · 1/(j(j + 1))), the newest window alone at α / 2 · 1/(j(j + 1)), and the newest window alone
+at α / 2 at every look (the watch before its level was spent).
 """
 
 from __future__ import annotations
@@ -53,27 +54,36 @@ def _steps(look: int, failures: int, n: int) -> list[StepRecord]:
     ]
 
 
-def looks_to_find(failures: list[int], steps: int, config: ValidationConfig, spent: bool, since: int = 1) -> int | None:
-    """The first look (1-based) from ``since`` at which the watch re-opens a version whose rounds fail ``failures``
-    steps each; None if it never does. ``spent``: the hub's level; else every look at the full α / 2."""
-    saved = drift_watch.look_level
-    if not spent:
+WATCHES = {
+    "fixed": "newest window, every look at α / 2 (before)",
+    "spent": "newest window, level spent across looks",
+    "hub": "dyadic spans, level spent across looks and spans",
+}
+
+
+def looks_to_find(failures: list[int], steps: int, config: ValidationConfig, watch: str, since: int = 1) -> int | None:
+    """The first look (1-based) from ``since`` at which the ``watch`` (a key of :data:`WATCHES`) re-opens a version
+    whose rounds fail ``failures`` steps each; None if it never does."""
+    saved = drift_watch.look_level, drift_watch.spans
+    if watch == "fixed":
         drift_watch.look_level = lambda alpha, look: alpha
+    if watch != "hub":
+        drift_watch.spans = lambda starts: [starts[-1]]
     try:
         store = Store(":memory:")
         directory = AgentDirectory(store)
         directory.register(AGENT)
         store.put_params("a", 1, {"x": 0.6}, "promoted", "bench")
-        watch = drift_watch.DriftWatch(store, config, directory)
-        watch.regressed(now=0.5)
+        watcher = drift_watch.DriftWatch(store, config, directory)
+        watcher.regressed(now=0.5)
         for rnd, failed in enumerate(failures, start=1):
             store.add_records(_steps(rnd, failed, steps))
-            if watch.regressed(now=rnd + 0.5) and rnd - 1 >= since:
+            if watcher.regressed(now=rnd + 0.5) and rnd - 1 >= since:
                 return rnd - 1  # round 1 is the evidence before the first look
         store.close()
         return None
     finally:
-        drift_watch.look_level = saved
+        drift_watch.look_level, drift_watch.spans = saved
 
 
 def _draws(rng: random.Random, rates: list[float], steps: int) -> list[int]:
@@ -103,12 +113,12 @@ def main() -> None:
     )
     print("| watch | A/A re-opened | A/B found at the first look after | within 2 | within 3 | looks it took |")
     print("|---|---|---|---|---|---|")
-    for spent, name in ((False, "every look at α / 2 (before)"), (True, "spent across looks, α / 2j(j + 1)")):
+    for watch, name in WATCHES.items():
         start = time.perf_counter()
-        false = sum(looks_to_find(d, args.steps, config, spent) is not None for d in null) / args.versions
+        false = sum(looks_to_find(d, args.steps, config, watch) is not None for d in null) / args.versions
         delays = []
         for d in shifted:
-            look = looks_to_find(d, args.steps, config, spent, since=args.shift_at)
+            look = looks_to_find(d, args.steps, config, watch, since=args.shift_at)
             delays.append(args.looks + 1 - args.shift_at if look is None else look - args.shift_at)
         within = [sum(x < k for x in delays) / len(delays) for k in (1, 2, 3)]
         found = [x + 1 for x in delays]

@@ -13,19 +13,23 @@ part in (visible or by outcome, :meth:`~rrsi.store.Store.trace_failures`), which
 two windows apart more surely. The newest window grows over passes until one of the two counts
 holds at least ``canary_min_sample`` on each side (a hub that analyses every few seconds sees a
 few steps per pass); it is then tested, and the next window starts. The watch of one version is a
-sequence of such looks, and the level is spent across them: the j-th look tests at
+sequence of such looks. A look tests the newest window and the spans of the newest 2, 4, 8, …
+windows (each against all before it), so a shift too small to show in one window shows once it
+has lasted a few; and the level is spent across looks and spans: the j-th look tests each of its
+m spans at
 
-    α_j = canary_alpha / (2k) · 1/(j(j + 1)),   Σ_j 1/(j(j + 1)) = 1
+    α_j = canary_alpha / (2k m) · 1/(j(j + 1)),   Σ_j 1/(j(j + 1)) = 1
 
-(Bonferroni over the two counts, the k agents watched at the pass and, by the union bound, the
-looks: the α-spending view of group-sequential tests, Lan & DeMets 1983, with a spending of
-α/(j(j + 1)) at look j), so a version whose world never moves is re-opened with chance at most α
-over all its looks, however long it is watched. A look's smaller p below α_j means the version
-regressed: the agent's analysis is re-opened — evidence gathered before the window no longer
-counts, nor do the tasks served before it in shadow replays (both describe the world before the
-shift) — and the loop moves it again through the usual reflection, joint solve, gate and
-validation, so the move stays bounded. The watch then starts over from the regressed window, at
-look 1.
+(Bonferroni over the two counts, the k agents watched at the pass, the spans and, by the union
+bound, the looks: the α-spending view of group-sequential tests, Lan & DeMets 1983, with a spending
+of α/(j(j + 1)) at look j; the dyadic spans keep m ≤ log₂ j + 1, so the level a late look needs
+grows only like √(log j) in z while its longest span grows like j), so a version whose world never
+moves is re-opened with chance at most α over all its looks, however long it is watched. A p below
+α_j means the version regressed, from the start of the shortest span that shows it: the agent's
+analysis is re-opened — evidence gathered before that start no longer counts, nor do the tasks
+served before it in shadow replays (both describe the world before the shift) — and the loop moves
+it again through the usual reflection, joint solve, gate and validation, so the move stays
+bounded. The watch then starts over from there, at look 1.
 
 An agent re-opened because its own steps fail more has a param that is off, often by more than
 one ordinary step, and a small step's gain is hard to tell from noise: its next action without
@@ -56,13 +60,16 @@ class Regression(NamedTuple):
 
 
 class _Watch(NamedTuple):
-    """The watch of one agent's ``version``: evidence from ``since``, the newest window from ``window``, after
-    ``looks`` tests."""
+    """The watch of one agent's ``version``: evidence from ``since``; ``starts``, the start of each window tested
+    since then and of the newest (last); after ``looks`` tests."""
 
     version: int
     since: float
-    window: float
+    starts: tuple[float, ...]
     looks: int
+
+
+MAX_WINDOWS = 1 << 16  # window starts kept per watch: spans up to 65,536 windows
 
 
 def _minus(total: tuple[int, int], part: tuple[int, int]) -> tuple[int, int]:
@@ -72,6 +79,11 @@ def _minus(total: tuple[int, int], part: tuple[int, int]) -> tuple[int, int]:
 def look_level(alpha: float, look: int) -> float:
     """The level spent at the ``look``-th test of a sequence whose levels sum to ``alpha``: α/(j(j + 1))."""
     return alpha / (look * (look + 1))
+
+
+def spans(starts: tuple[float, ...]) -> list[float]:
+    """The starts of the spans a look tests: of the newest 1, 2, 4, … windows, newest first."""
+    return [starts[-n] for n in (1 << i for i in range(len(starts).bit_length())) if n <= len(starts)]
 
 
 class DriftWatch:
@@ -89,7 +101,7 @@ class DriftWatch:
         self._last: float | None = None
 
     def regressed(self, now: float | None = None) -> dict[str, Regression]:
-        """The agents whose current version fails more in the newest window than before it."""
+        """The agents whose current version fails more in the newest windows than before them."""
         now = time.time() if now is None else now
         last, self._last = self._last, now
         if last is None:
@@ -101,42 +113,57 @@ class DriftWatch:
             version = self.directory.current_params(agent)[0]
             watch = self._watches.get(agent)
             if watch is None or watch.version != version:
-                self._watches[agent] = _Watch(version, since=last, window=now, looks=0)
+                self._watches[agent] = _Watch(version, since=last, starts=(now,), looks=0)
             else:
                 watched.append(agent)
         out = {}
         for agent in watched:
-            watch = self._watches[agent]
-            pvalues = self._pvalues(agent, watch)
-            if pvalues is None:
-                continue  # the window grows until it can be tested
-            if not pvalues:  # the window joins the evidence before it, untested
-                self._watches[agent] = watch._replace(window=now)
-                continue
-            level = look_level(self.config.canary_alpha / (len(pvalues) * len(watched)), watch.looks + 1)
-            found = [own for own, p in pvalues.items() if p < level]
-            if found:
-                out[agent] = Regression(since=watch.window, own_steps=True in found)
-                self._watches[agent] = _Watch(watch.version, since=watch.window, window=now, looks=0)
-            else:
-                self._watches[agent] = watch._replace(window=now, looks=watch.looks + 1)
+            found = self._look(agent, self._watches[agent], len(watched), now)
+            if found is not None:
+                out[agent] = found
         return out
 
-    def _pvalues(self, agent: str, watch: _Watch) -> dict[bool, float] | None:
-        """The p-value of each count (own steps, traces taken part in) with ``canary_min_sample`` on both sides of
-        the newest window; None while the window is too small for either. A window large enough whose evidence
-        before is not joins that evidence: {} (nothing tested, the next window starts)."""
-        pvalues, grown = {}, False
-        for own, count in (
-            (True, lambda t: self.store.outcomes(agent, watch.version, t)),
-            (False, lambda t: self.store.trace_failures([(agent, watch.version)], t)),
-        ):
-            recent = count(watch.window)
-            before = _minus(count(watch.since), recent)
-            grown = grown or recent[0] >= self.config.canary_min_sample
-            if min(recent[0], before[0]) >= self.config.canary_min_sample:
-                pvalues[own] = two_proportion_p(before, recent)
-        return pvalues if grown else None
+    def _look(self, agent: str, watch: _Watch, watched: int, now: float) -> Regression | None:
+        """One pass's look at ``agent`` (module docstring): the regression found, if any; the watch moves on."""
+        pvalues = self._pvalues(agent, watch)
+        if pvalues is None:
+            return None  # the newest window grows until it can be tested
+        if not pvalues:  # the newest window joins the evidence before it, untested
+            self._watches[agent] = watch._replace(starts=(*watch.starts[:-1], now))
+            return None
+        tests = sum(len(by_count) for by_count in pvalues.values())
+        level = look_level(self.config.canary_alpha / (tests * watched), watch.looks + 1)
+        shown = [(start, own) for start, by_count in pvalues.items() for own, p in by_count.items() if p < level]
+        if not shown:
+            self._watches[agent] = watch._replace(starts=(*watch.starts, now)[-MAX_WINDOWS:], looks=watch.looks + 1)
+            return None
+        since = max(start for start, _ in shown)
+        self._watches[agent] = _Watch(watch.version, since=since, starts=(now,), looks=0)
+        return Regression(since=since, own_steps=any(own for _, own in shown))
+
+    def _pvalues(self, agent: str, watch: _Watch) -> dict[float, dict[bool, float]] | None:
+        """The p-value of each span (by its start) and count (own steps, traces taken part in) with
+        ``canary_min_sample`` on both sides; None while the newest window is too small for either count. A newest
+        window large enough whose evidence before is not joins that evidence: {} (nothing tested)."""
+        counts = {
+            True: lambda t: self.store.outcomes(agent, watch.version, t),
+            False: lambda t: self.store.trace_failures([(agent, watch.version)], t),
+        }
+        newest = {own: count(watch.starts[-1]) for own, count in counts.items()}
+        if all(n < self.config.canary_min_sample for n, _ in newest.values()):
+            return None
+        totals = {own: count(watch.since) for own, count in counts.items()}
+        out: dict[float, dict[bool, float]] = {}
+        for start in spans(watch.starts):
+            by_count = {}
+            for own, count in counts.items():
+                recent = newest[own] if start == watch.starts[-1] else count(start)
+                before = _minus(totals[own], recent)
+                if min(recent[0], before[0]) >= self.config.canary_min_sample:
+                    by_count[own] = two_proportion_p(before, recent)
+            if by_count:
+                out[start] = by_count
+        return out
 
 
 class WideSteps:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from rrsi.config import UpdateConfig, ValidationConfig
 from rrsi.hub.directory import AgentDirectory
-from rrsi.hub.drift_watch import DriftWatch, WideSteps, look_level
+from rrsi.hub.drift_watch import DriftWatch, WideSteps, look_level, spans
 from rrsi.hub.hub import ReflectionHub
 from rrsi.schema import AgentUpdate, UpdatePlan
 from rrsi.store import Store
@@ -176,8 +176,19 @@ def test_the_drift_watch_bench_finds_a_shift_and_restores_the_hubs_level():
     spec.loader.exec_module(bench)
     config = ValidationConfig(canary_min_sample=50, canary_alpha=0.05)
     rounds = [5] * 5 + [30] * 3  # round r is look r - 1: the rate sextuples at look 5
-    assert bench.looks_to_find(rounds, 100, config, spent=True) == 5
-    assert bench.looks_to_find([5] * 8, 100, config, spent=False) is None
-    assert bench.looks_to_find([2, 9, 2, 2], 100, config, spent=False) == 1  # p = 0.015: below α/2,
-    assert bench.looks_to_find([2, 9, 2, 2], 100, config, spent=True) is None  # above α/2 · ½
-    assert look_level(0.05, 2) == 0.05 / 6  # the baseline's patch undone
+    assert bench.looks_to_find(rounds, 100, config, "hub") == 5
+    assert bench.looks_to_find([5] * 8, 100, config, "fixed") is None
+    assert bench.looks_to_find([2, 9, 2, 2], 100, config, "fixed") == 1  # p = 0.015: below α/2,
+    assert bench.looks_to_find([2, 9, 2, 2], 100, config, "spent") is None  # above α/2 · ½
+    assert look_level(0.05, 2) == 0.05 / 6 and spans((1.0, 2.0, 3.0)) == [3.0, 2.0]  # the baselines' patches undone
+
+
+def test_a_shift_too_small_for_one_window_is_found_once_it_has_lasted_a_few():
+    store, watch = _watched()
+    watch.regressed(now=0.5)
+    found = {}
+    for rnd in range(1, 20):  # the j-th look tests round j + 1: 5 % failing, then 11 % from round 12 on
+        _round(store, rnd, up_failures=5 if rnd <= 11 else 11)
+        if regressed := watch.regressed(now=rnd + 0.5):
+            found[rnd] = regressed
+    assert found == {15: {"up": (11.5, True)}}  # by the span of the newest 4 windows, from where the shift began
