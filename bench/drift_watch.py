@@ -68,7 +68,7 @@ def looks_to_find(failures: list[int], steps: int, config: ValidationConfig, wat
     if watch == "fixed":
         drift_watch.look_level = lambda alpha, look: alpha
     if watch != "hub":
-        drift_watch.spans = lambda starts: [starts[-1]]
+        drift_watch.spans = lambda windows: [1]
     try:
         store = Store(":memory:")
         directory = AgentDirectory(store)

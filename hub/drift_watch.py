@@ -59,17 +59,21 @@ class Regression(NamedTuple):
     own_steps: bool
 
 
+Counts = dict[bool, tuple[int, int]]  # own steps (True) or traces taken part in (False) → (total, failed)
+
+
 class _Watch(NamedTuple):
     """The watch of one agent's ``version``: evidence from ``since``; ``starts``, the start of each window tested
-    since then and of the newest (last); after ``looks`` tests."""
+    since then and of the newest (last); ``counts``, each tested window's; after ``looks`` tests."""
 
     version: int
     since: float
     starts: tuple[float, ...]
+    counts: tuple[Counts, ...]
     looks: int
 
 
-MAX_WINDOWS = 1 << 16  # window starts kept per watch: spans up to 65,536 windows
+MAX_WINDOWS = 1 << 16  # windows kept per watch: spans up to 65,536 windows
 
 
 def _minus(total: tuple[int, int], part: tuple[int, int]) -> tuple[int, int]:
@@ -81,9 +85,9 @@ def look_level(alpha: float, look: int) -> float:
     return alpha / (look * (look + 1))
 
 
-def spans(starts: tuple[float, ...]) -> list[float]:
-    """The starts of the spans a look tests: of the newest 1, 2, 4, … windows, newest first."""
-    return [starts[-n] for n in (1 << i for i in range(len(starts).bit_length())) if n <= len(starts)]
+def spans(windows: int) -> list[int]:
+    """The spans a look tests, in windows (the newest and those before it): 1, 2, 4, … up to ``windows``."""
+    return [1 << i for i in range(windows.bit_length())]
 
 
 class DriftWatch:
@@ -113,7 +117,7 @@ class DriftWatch:
             version = self.directory.current_params(agent)[0]
             watch = self._watches.get(agent)
             if watch is None or watch.version != version:
-                self._watches[agent] = _Watch(version, since=last, starts=(now,), looks=0)
+                self._watches[agent] = _Watch(version, since=last, starts=(now,), counts=(), looks=0)
             else:
                 watched.append(agent)
         out = {}
@@ -125,9 +129,10 @@ class DriftWatch:
 
     def _look(self, agent: str, watch: _Watch, watched: int, now: float) -> Regression | None:
         """One pass's look at ``agent`` (module docstring): the regression found, if any; the watch moves on."""
-        pvalues = self._pvalues(agent, watch)
-        if pvalues is None:
+        newest = self._counts(agent, watch.version, watch.starts[-1])
+        if all(n < self.config.canary_min_sample for n, _ in newest.values()):
             return None  # the newest window grows until it can be tested
+        pvalues = self._pvalues(agent, watch, newest)
         if not pvalues:  # the newest window joins the evidence before it, untested
             self._watches[agent] = watch._replace(starts=(*watch.starts[:-1], now))
             return None
@@ -135,34 +140,35 @@ class DriftWatch:
         level = look_level(self.config.canary_alpha / (tests * watched), watch.looks + 1)
         shown = [(start, own) for start, by_count in pvalues.items() for own, p in by_count.items() if p < level]
         if not shown:
-            self._watches[agent] = watch._replace(starts=(*watch.starts, now)[-MAX_WINDOWS:], looks=watch.looks + 1)
+            starts, counts = (*watch.starts, now)[-MAX_WINDOWS - 1 :], (*watch.counts, newest)[-MAX_WINDOWS:]
+            self._watches[agent] = watch._replace(starts=starts, counts=counts, looks=watch.looks + 1)
             return None
         since = max(start for start, _ in shown)
-        self._watches[agent] = _Watch(watch.version, since=since, starts=(now,), looks=0)
+        self._watches[agent] = _Watch(watch.version, since=since, starts=(now,), counts=(), looks=0)
         return Regression(since=since, own_steps=any(own for _, own in shown))
 
-    def _pvalues(self, agent: str, watch: _Watch) -> dict[float, dict[bool, float]] | None:
-        """The p-value of each span (by its start) and count (own steps, traces taken part in) with
-        ``canary_min_sample`` on both sides; None while the newest window is too small for either count. A newest
-        window large enough whose evidence before is not joins that evidence: {} (nothing tested)."""
-        counts = {
-            True: lambda t: self.store.outcomes(agent, watch.version, t),
-            False: lambda t: self.store.trace_failures([(agent, watch.version)], t),
+    def _counts(self, agent: str, version: int, since: float) -> Counts:
+        return {
+            True: self.store.outcomes(agent, version, since),
+            False: self.store.trace_failures([(agent, version)], since),
         }
-        newest = {own: count(watch.starts[-1]) for own, count in counts.items()}
-        if all(n < self.config.canary_min_sample for n, _ in newest.values()):
-            return None
-        totals = {own: count(watch.since) for own, count in counts.items()}
+
+    def _pvalues(self, agent: str, watch: _Watch, newest: Counts) -> dict[float, dict[bool, float]]:
+        """The p-value of each span (by its start: the newest window and the ones tested before it) and count with
+        ``canary_min_sample`` on both sides, against all evidence before the span."""
+        totals = self._counts(agent, watch.version, watch.since)
         out: dict[float, dict[bool, float]] = {}
-        for start in spans(watch.starts):
+        for n in spans(len(watch.starts)):
             by_count = {}
-            for own, count in counts.items():
-                recent = newest[own] if start == watch.starts[-1] else count(start)
+            for own, counts in newest.items():
+                recent = (counts[0], counts[1])
+                for window in watch.counts[len(watch.counts) - (n - 1) :]:
+                    recent = (recent[0] + window[own][0], recent[1] + window[own][1])
                 before = _minus(totals[own], recent)
                 if min(recent[0], before[0]) >= self.config.canary_min_sample:
                     by_count[own] = two_proportion_p(before, recent)
             if by_count:
-                out[start] = by_count
+                out[watch.starts[-n]] = by_count
         return out
 
 
