@@ -102,7 +102,23 @@ class DriftWatch:
     def __init__(self, store: Store, config: ValidationConfig, directory: AgentDirectory) -> None:
         self.store, self.config, self.directory = store, config, directory
         self._watches: dict[str, _Watch] = {}
+        self._regressions: dict[str, int] = {}
         self._last: float | None = None
+
+    def status(self) -> dict[str, dict]:
+        """Per watched agent: the ``version`` watched, evidence counted ``since`` (Unix seconds), the newest window
+        open ``window_from``, the ``looks`` taken at this version since then, and the ``regressions`` found since
+        the hub started (``rrsi hub status``)."""
+        return {
+            agent: {
+                "version": w.version,
+                "since": w.since,
+                "window_from": w.starts[-1],
+                "looks": w.looks,
+                "regressions": self._regressions.get(agent, 0),
+            }
+            for agent, w in self._watches.items()
+        }
 
     def regressed(self, now: float | None = None) -> dict[str, Regression]:
         """The agents whose current version fails more in the newest windows than before them."""
@@ -144,6 +160,7 @@ class DriftWatch:
             self._watches[agent] = watch._replace(starts=starts, counts=counts, looks=watch.looks + 1)
             return None
         since = max(start for start, _ in shown)
+        self._regressions[agent] = self._regressions.get(agent, 0) + 1
         self._watches[agent] = _Watch(watch.version, since=since, starts=(now,), counts=(), looks=0)
         return Regression(since=since, own_steps=any(own for _, own in shown))
 

@@ -179,8 +179,8 @@ class ReflectionHub:
     __ray_shutdown__ = stop_loop  # the loop's thread must not outlive the actor's Ray connection
 
     def stats(self) -> dict[str, Any]:
-        """Counts of the store, the loop's health and the Reflector in use (``rrsi hub status``)."""
-        return hub_stats(self.store, self.intake, self._loop.loop, self.reflectors)
+        """Counts of the store, the loop's health, the Reflector in use and the drift watch (``rrsi hub status``)."""
+        return hub_stats(self.store, self.intake, self._loop.loop, self.reflectors, self._pass.watch)
 
     def dead_letters(self, limit: int = 100) -> list[dict]:
         """The latest records refused or undeliverable, newest first, with their reasons."""

@@ -166,6 +166,10 @@ def test_a_hub_pass_reports_the_agents_its_watch_reopened_and_cuts_their_evidenc
     report = hub.analyze()
     assert list(report.regressed) == ["up"] and early.timestamp < report.regressed["up"] <= start
     assert hub.pipeline.evidence["up"] == {}  # the evidence from before the window no longer counts
+    watched = hub.stats()["drift_watch"]
+    assert watched == {
+        "up": {**watched["up"], "version": 1, "since": report.regressed["up"], "looks": 0, "regressions": 1}
+    }
     hub.close()
 
 
