@@ -417,7 +417,7 @@ SCENARIO_AGENT: dict[str, list] = {
 SCENARIO_PARAM: dict[str, list] = {
     "name": ["", "9x", None],
     "kind": ["double", None, 1],
-    "low": [NAN, INF, "zero", 5.0],
+    "low": [NAN, INF, "zero", 1e9],
     "high": [NAN, -INF, -1.0],
     "init": [NAN, -0.5, 99.0, "x"],
     "optimum": [NAN, 2.0, -1.0],
