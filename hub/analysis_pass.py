@@ -69,13 +69,16 @@ class AnalysisPass:
             self.pipeline.reopen(agent, regression.since, widen=regression.own_steps)
             self.lifecycle.harnesses.forget_before(agent, regression.since)
             report.regressed[agent] = regression.since
-            self.metrics.regressed(agent)
         traces = self._pending_traces()
         for group in self._groups(traces):
             self._run_group(group, report)
         report.retraining, swapped = self.reflectors.retrain()
         report.retrained = None if swapped is None else str(swapped)
-        self.metrics.analysed(dead_letters=self.store.count("dead_letters"), refused=self.store.refused_counts())
+        self.metrics.analysed(
+            dead_letters=self.store.count("dead_letters"),
+            refused=self.store.refused_counts(),
+            regressions=self.watch.regressions,
+        )
         return report
 
     def _pending_traces(self) -> list[Trace]:

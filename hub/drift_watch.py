@@ -102,7 +102,7 @@ class DriftWatch:
     def __init__(self, store: Store, config: ValidationConfig, directory: AgentDirectory) -> None:
         self.store, self.config, self.directory = store, config, directory
         self._watches: dict[str, _Watch] = {}
-        self._regressions: dict[str, int] = {}
+        self.regressions: dict[str, int] = {}  # agent → regressions found since the hub started
         self._last: float | None = None
 
     def status(self) -> dict[str, dict]:
@@ -115,7 +115,7 @@ class DriftWatch:
                 "since": w.since,
                 "window_from": w.starts[-1],
                 "looks": w.looks,
-                "regressions": self._regressions.get(agent, 0),
+                "regressions": self.regressions.get(agent, 0),
             }
             for agent, w in self._watches.items()
         }
@@ -160,7 +160,7 @@ class DriftWatch:
             self._watches[agent] = watch._replace(starts=starts, counts=counts, looks=watch.looks + 1)
             return None
         since = max(start for start, _ in shown)
-        self._regressions[agent] = self._regressions.get(agent, 0) + 1
+        self.regressions[agent] = self.regressions.get(agent, 0) + 1
         self._watches[agent] = _Watch(watch.version, since=since, starts=(now,), counts=(), looks=0)
         return Regression(since=since, own_steps=any(own for _, own in shown))
 
@@ -178,7 +178,7 @@ class DriftWatch:
         for n in spans(len(watch.starts)):
             by_count = {}
             for own, counts in newest.items():
-                recent = (counts[0], counts[1])
+                recent = counts
                 for window in watch.counts[len(watch.counts) - (n - 1) :]:
                     recent = (recent[0] + window[own][0], recent[1] + window[own][1])
                 before = _minus(totals[own], recent)

@@ -115,7 +115,6 @@ class HubMetrics:
         self._window: dict[str, list[int]] = {}
         self._errors: dict[str, int] = {"incident": 0, "pass": 0}
         self._stalled: dict[str, int] = {}
-        self._regressions: dict[str, int] = {}
 
     def _get(self) -> dict[str, metrics.Metric] | None:
         if self._m is None and ray.is_initialized():
@@ -141,18 +140,23 @@ class HubMetrics:
             for agent, n in steps.items():  # once per agent and batch: ingest is the hot path
                 m["steps"].inc(n, tags={"agent": agent})
 
-    def analysed(self, dead_letters: int = 0, refused: dict[str, int] | None = None) -> None:
-        """Publish each agent's error rate over the records since the last analysis (then reset) and its drift-watch
-        re-openings so far, the analysis errors so far, the store's dead letters and what was not analysed by kind:
-        gauges set at every pass, a heartbeat with the count of passes and the time of the last one."""
+    def analysed(
+        self, dead_letters: int = 0, refused: dict[str, int] | None = None, regressions: dict[str, int] | None = None
+    ) -> None:
+        """Publish each agent's error rate over the records since the last analysis (then reset) and the drift
+        watch's ``regressions`` per agent (every agent with steps or a regression), the analysis errors so far, the
+        store's dead letters and what was not analysed by kind: gauges set at every pass, a heartbeat with the count
+        of passes and the time of the last one."""
         m = self._get()
         window, self._window = self._window, {}  # ingest keeps counting (from other threads) into the new one
         if m is not None:
             m["passes"].inc()
             m["last_pass"].set(time.time())
+            regressions = regressions or {}
+            for agent in {*window, *regressions}:
+                m["regressions"].set(regressions.get(agent, 0), tags={"agent": agent})
             for agent, (steps, failed) in list(window.items()):
                 m["error_rate"].set(failed / steps if steps else 0.0, tags={"agent": agent})
-                m["regressions"].set(self._regressions.get(agent, 0), tags={"agent": agent})
             for stage, n in self._errors.items():
                 m["analysis_errors"].set(n, tags={"stage": stage})
             m["dead_letters"].set(dead_letters)
@@ -187,12 +191,6 @@ class HubMetrics:
         if (m := self._get()) is not None:
             self._stalled[resolution] = self._stalled.get(resolution, 0) + 1
             m["canaries_stalled"].set(self._stalled[resolution], tags={"resolution": resolution})
-
-    def regressed(self, agent: str) -> None:
-        """The drift watch re-opened ``agent``'s analysis (:mod:`rrsi.hub.drift_watch`)."""
-        self._regressions[agent] = self._regressions.get(agent, 0) + 1
-        if (m := self._get()) is not None:
-            m["regressions"].set(self._regressions[agent], tags={"agent": agent})
 
     def drift(self, agent: str, value: float) -> None:
         if (m := self._get()) is not None:

@@ -85,7 +85,7 @@ def waiting_plans(store: Store, limit: int = 10) -> list[dict]:
     ][:limit]
 
 
-def hub_stats(store: Store, intake, loop, reflectors, watch=None) -> dict[str, Any]:
+def hub_stats(store: Store, intake, loop, reflectors, watch) -> dict[str, Any]:
     """What ``rrsi hub status`` shows: store counts, what was not analysed by kind (``refused``: dead letters
     of each kind and records held for unregistered agents, :mod:`rrsi.held_rows`), the records held per
     agent, the error codes seen in traffic that no param declares, the canaries parked for want of traffic, the
@@ -93,7 +93,7 @@ def hub_stats(store: Store, intake, loop, reflectors, watch=None) -> dict[str, A
     the queue of failing traces (``intake``: the :class:`~rrsi.hub.ingest.Ingestor`), the loop's health
     (``loop``: an :class:`~rrsi.hub.analysis_loop.AnalysisLoop` or None) and the Reflector in use
     (``reflectors``: :class:`~rrsi.hub.reflectors.Reflectors`) and what the drift watch watches (``watch``: a
-    :class:`~rrsi.hub.drift_watch.DriftWatch`, or None)."""
+    :class:`~rrsi.hub.drift_watch.DriftWatch`)."""
     retrainer = reflectors.retrainer
     return {
         "agents": len(intake.directory.specs),
@@ -109,5 +109,5 @@ def hub_stats(store: Store, intake, loop, reflectors, watch=None) -> dict[str, A
         "reflector": reflectors.config.reflector,
         "lm_loaded": reflectors.lm is not None,
         "retraining": retrainer.status() if retrainer is not None else None,
-        "drift_watch": watch.status() if watch is not None else {},
+        "drift_watch": watch.status(),
     }
